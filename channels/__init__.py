@@ -1,0 +1,1 @@
+"""Channel adapters: one module per vendor, listed in ``channels.registry``."""

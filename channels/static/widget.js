@@ -1,0 +1,206 @@
+/* Switchboard web chat widget.
+ *
+ * Embed with one tag:  <script src="https://your-gateway/widget.js" async></script>
+ * Options (data- attributes on the tag): data-title, data-greeting, data-mode="page" (full page).
+ * The session (id + token) is kept in localStorage, so the conversation survives page reloads.
+ */
+(function () {
+  "use strict";
+  var script = document.currentScript || document.querySelector('script[src*="widget.js"]');
+  var base = new URL(script.src, location.href).origin;
+  var opts = {
+    title: script.getAttribute("data-title") || "Chat with us",
+    greeting: script.getAttribute("data-greeting") || "Hi! How can I help you today?",
+    page: script.getAttribute("data-mode") === "page",
+  };
+  var storeKey = "switchboard:" + base;
+
+  var css = [
+    ".sb-root{--sb-accent:#2f5bea;--sb-bg:#fff;--sb-fg:#1b1f24;--sb-muted:#5b6470;font:15px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;color:var(--sb-fg)}",
+    ".sb-launcher{position:fixed;right:20px;bottom:20px;width:56px;height:56px;border-radius:50%;border:0;background:var(--sb-accent);color:#fff;font-size:26px;cursor:pointer;box-shadow:0 4px 14px rgba(0,0,0,.25);z-index:2147483000}",
+    ".sb-launcher:focus-visible,.sb-send:focus-visible,.sb-close:focus-visible{outline:3px solid #ffbf47;outline-offset:2px}",
+    ".sb-panel{position:fixed;right:20px;bottom:88px;width:370px;max-width:calc(100vw - 24px);height:560px;max-height:calc(100vh - 110px);display:flex;flex-direction:column;background:var(--sb-bg);border-radius:14px;box-shadow:0 8px 30px rgba(0,0,0,.25);overflow:hidden;z-index:2147483000}",
+    ".sb-panel[hidden]{display:none}",
+    ".sb-page .sb-panel{position:static;width:100%;max-width:760px;height:100vh;max-height:none;margin:0 auto;border-radius:0;box-shadow:none}",
+    ".sb-header{display:flex;align-items:center;justify-content:space-between;padding:12px 16px;background:var(--sb-accent);color:#fff}",
+    ".sb-header h2{margin:0;font-size:16px;font-weight:600}",
+    ".sb-close{background:transparent;border:0;color:#fff;font-size:22px;cursor:pointer;line-height:1}",
+    ".sb-log{flex:1;overflow-y:auto;padding:16px;display:flex;flex-direction:column;gap:10px;background:#f5f6f8}",
+    ".sb-msg{max-width:85%;padding:9px 13px;border-radius:14px;white-space:pre-wrap;word-wrap:break-word}",
+    ".sb-user{align-self:flex-end;background:var(--sb-accent);color:#fff;border-bottom-right-radius:4px}",
+    ".sb-agent{align-self:flex-start;background:#fff;border:1px solid #e1e4e8;border-bottom-left-radius:4px}",
+    ".sb-typing{align-self:flex-start;color:var(--sb-muted);font-style:italic}",
+    ".sb-error{margin:0 16px 8px;padding:8px 12px;border-radius:8px;background:#fde8e8;color:#8a1c1c}",
+    ".sb-error:empty{display:none}",
+    ".sb-form{display:flex;gap:8px;padding:10px;border-top:1px solid #e1e4e8;background:#fff}",
+    ".sb-input{flex:1;resize:none;border:1px solid #c9ced6;border-radius:10px;padding:9px 11px;font:inherit;min-height:22px;max-height:120px}",
+    ".sb-input:focus{outline:2px solid var(--sb-accent);border-color:transparent}",
+    ".sb-send{border:0;border-radius:10px;padding:0 16px;background:var(--sb-accent);color:#fff;font:inherit;font-weight:600;cursor:pointer}",
+    ".sb-send:disabled{opacity:.55;cursor:default}",
+    ".sb-sr{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0)}",
+    "@media (max-width:480px){.sb-panel{right:0;bottom:0;width:100vw;max-width:100vw;height:100vh;max-height:100vh;border-radius:0}}",
+  ].join("\n");
+
+  function el(tag, attrs, text) {
+    var node = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (k) { node.setAttribute(k, attrs[k]); });
+    if (text) node.textContent = text;
+    return node;
+  }
+
+  var root = el("div", { class: "sb-root" + (opts.page ? " sb-page" : ""), "data-switchboard": "" });
+  var style = el("style");
+  style.textContent = css;
+  var panel = el("section", { class: "sb-panel", role: "dialog", "aria-label": opts.title });
+  var header = el("div", { class: "sb-header" });
+  header.appendChild(el("h2", {}, opts.title));
+  var close = el("button", { class: "sb-close", type: "button", "aria-label": "Close chat" }, "\u00d7");
+  if (!opts.page) header.appendChild(close);
+  var log = el("div", { class: "sb-log", role: "log", "aria-live": "polite", "aria-label": "Conversation" });
+  var error = el("div", { class: "sb-error", role: "alert" });
+  var form = el("form", { class: "sb-form" });
+  var label = el("label", { for: "sb-input", class: "sb-sr" }, "Your message");
+  var input = el("textarea", { id: "sb-input", class: "sb-input", rows: "1", placeholder: "Type a message\u2026", autocomplete: "off" });
+  var send = el("button", { class: "sb-send", type: "submit" }, "Send");
+  form.appendChild(label); form.appendChild(input); form.appendChild(send);
+  panel.appendChild(header); panel.appendChild(log); panel.appendChild(error); panel.appendChild(form);
+  var launcher = el("button", { class: "sb-launcher", type: "button", "aria-label": "Open chat", "aria-expanded": "false" }, "\ud83d\udcac");
+  root.appendChild(style);
+  root.appendChild(panel);
+  if (!opts.page) { root.appendChild(launcher); panel.hidden = true; }
+
+  var session = null;
+  var socket = null;
+  var pending = null; // {bubble, resolve}
+  var busy = false;
+
+  function scroll() { log.scrollTop = log.scrollHeight; }
+  function bubble(role, text) {
+    var node = el("div", { class: "sb-msg sb-" + role }, text);
+    node.setAttribute("data-role", role);
+    log.appendChild(node); scroll();
+    return node;
+  }
+  function showError(message) { error.textContent = message || ""; }
+  function setBusy(on) { busy = on; send.disabled = on; }
+
+  function loadSession() {
+    try { return JSON.parse(localStorage.getItem(storeKey) || "null"); } catch (e) { return null; }
+  }
+  function api(path, init) {
+    init = init || {};
+    init.headers = Object.assign({ "Content-Type": "application/json" }, init.headers || {});
+    if (session) init.headers.Authorization = "Bearer " + session.token;
+    return fetch(base + path, init).then(function (resp) {
+      return resp.json().catch(function () { return {}; }).then(function (body) {
+        if (!resp.ok) { var err = new Error(body.message || ("HTTP " + resp.status)); err.status = resp.status; throw err; }
+        return body;
+      });
+    });
+  }
+  function newSession() {
+    session = null;
+    return api("/api/chat/sessions", { method: "POST" }).then(function (s) {
+      session = { id: s.session_id, token: s.token };
+      localStorage.setItem(storeKey, JSON.stringify(session));
+      bubble("agent", opts.greeting);
+    });
+  }
+  function restore() {
+    session = loadSession();
+    if (!session) return newSession();
+    return api("/api/chat/sessions/" + session.id + "/messages").then(function (t) {
+      if (!t.messages.length) bubble("agent", opts.greeting);
+      t.messages.forEach(function (m) { bubble(m.role === "user" ? "user" : "agent", m.text); });
+    }).catch(function (err) {
+      if (err.status === 404 || err.status === 401) return newSession();
+      throw err;
+    });
+  }
+
+  function openSocket() {
+    if (!("WebSocket" in window) || !session) return Promise.resolve(null);
+    if (socket && socket.readyState === 1) return Promise.resolve(socket);
+    return new Promise(function (resolve) {
+      var url = base.replace(/^http/, "ws") + "/api/chat/sessions/" + session.id + "/ws?token=" + encodeURIComponent(session.token);
+      var ws = new WebSocket(url);
+      var settled = false;
+      ws.onopen = function () { settled = true; socket = ws; resolve(ws); };
+      ws.onerror = function () { if (!settled) { settled = true; resolve(null); } };
+      ws.onclose = function () { socket = null; if (pending) { pending.fail("Connection lost. Please try again."); } };
+      ws.onmessage = function (ev) {
+        var frame = JSON.parse(ev.data);
+        if (!pending) return;
+        if (frame.type === "delta") {
+          if (pending.bubble.classList.contains("sb-typing")) {
+            pending.bubble.className = "sb-msg sb-agent"; pending.bubble.textContent = "";
+            pending.bubble.setAttribute("data-role", "agent");
+          }
+          pending.bubble.textContent += frame.text; scroll();
+        } else if (frame.type === "message") {
+          pending.done(frame.reply.text);
+        } else if (frame.type === "error") {
+          pending.fail(frame.message);
+        }
+      };
+    });
+  }
+
+  function typingBubble() {
+    var node = el("div", { class: "sb-msg sb-typing", "aria-label": "Assistant is typing" }, "Typing\u2026");
+    log.appendChild(node); scroll();
+    return node;
+  }
+
+  function sendText(text) {
+    setBusy(true); showError("");
+    bubble("user", text);
+    var typing = typingBubble();
+    var clientId = (window.crypto && crypto.randomUUID) ? crypto.randomUUID() : String(Date.now()) + Math.random();
+    var finish = function (reply) {
+      typing.className = "sb-msg sb-agent"; typing.setAttribute("data-role", "agent");
+      typing.removeAttribute("aria-label");
+      typing.textContent = reply; pending = null; setBusy(false); scroll(); input.focus();
+    };
+    var fail = function (message) {
+      typing.remove(); pending = null; setBusy(false);
+      showError(message || "Something went wrong. Please try again.");
+      input.value = input.value || text;
+    };
+    return openSocket().then(function (ws) {
+      if (ws) {
+        pending = { bubble: typing, done: finish, fail: fail };
+        ws.send(JSON.stringify({ text: text, client_message_id: clientId }));
+        return;
+      }
+      return api("/api/chat/sessions/" + session.id + "/messages", {
+        method: "POST", body: JSON.stringify({ text: text, client_message_id: clientId }),
+      }).then(function (body) { finish(body.reply.text); });
+    }).catch(function (err) { fail(err.message); });
+  }
+
+  form.addEventListener("submit", function (ev) {
+    ev.preventDefault();
+    var text = input.value;
+    if (busy) return;
+    if (!text.trim()) { showError("Please type a message first."); return; }
+    input.value = "";
+    sendText(text);
+  });
+  input.addEventListener("keydown", function (ev) {
+    if (ev.key === "Enter" && !ev.shiftKey) { ev.preventDefault(); form.requestSubmit(); }
+  });
+  function toggle(open) {
+    panel.hidden = !open;
+    launcher.setAttribute("aria-expanded", String(open));
+    if (open) { input.focus(); } else { launcher.focus(); }
+  }
+  launcher.addEventListener("click", function () { toggle(panel.hidden); });
+  close.addEventListener("click", function () { toggle(false); });
+
+  var ready = restore().catch(function (err) { showError("Chat is unavailable: " + err.message); });
+  window.Switchboard = { ready: ready, open: function () { toggle(true); } };
+
+  function mount() { (opts.page ? document.getElementById("switchboard-chat") || document.body : document.body).appendChild(root); }
+  if (document.body) mount(); else document.addEventListener("DOMContentLoaded", mount);
+})();

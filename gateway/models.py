@@ -1,0 +1,143 @@
+"""The one vocabulary every channel speaks after its adapter: typed, frozen where it can be."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+class Role(StrEnum):
+    USER = "user"
+    AGENT = "agent"
+    SYSTEM = "system"
+
+
+class DeliveryStatus(StrEnum):
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+
+
+class Attachment(BaseModel):
+    """Metadata only: never a vendor URL that embeds a secret (Telegram file URLs carry the token)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: str  # photo, voice, sticker, location, document, ...
+    file_id: str | None = None
+    mime_type: str | None = None
+    size: int | None = None
+    description: str | None = None
+
+
+class InboundMessage(BaseModel):
+    """A message as every channel adapter hands it to the gateway."""
+
+    model_config = ConfigDict(frozen=True)
+
+    channel: str
+    external_user_id: str
+    external_message_id: str
+    identity: str  # persona identity key, e.g. "phone:+15551234567", "telegram:42", "web:<session>"
+    text: str
+    thread: str | None = None
+    attachments: tuple[Attachment, ...] = ()
+    display_name: str | None = None
+    received_at: datetime = Field(default_factory=utcnow)
+
+
+class Persona(BaseModel):
+    """One end user across every channel."""
+
+    id: str = Field(default_factory=new_id)
+    identities: list[str] = Field(default_factory=list)
+    display_name: str | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Conversation(BaseModel):
+    id: str = Field(default_factory=new_id)
+    persona_id: str
+    channel: str
+    thread: str | None = None
+    started_at: datetime = Field(default_factory=utcnow)
+    last_activity_at: datetime = Field(default_factory=utcnow)
+    ended_at: datetime | None = None
+    end_reason: str | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.ended_at is None
+
+
+class Message(BaseModel):
+    id: str = Field(default_factory=new_id)
+    conversation_id: str
+    persona_id: str
+    role: Role
+    channel: str  # the channel actor that carried it
+    text: str
+    external_id: str | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+    turn_id: str | None = None
+    delivery: DeliveryStatus | None = None
+    delivery_error: str | None = None
+
+
+class StageTiming(BaseModel):
+    stage: str
+    ms: float
+
+
+class TokenUsage(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+
+class PromptMessage(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    role: str  # "system" | "user" | "assistant"
+    content: str
+
+
+class RetrievalTrace(BaseModel):
+    strategy: str | None = None
+    candidates: list[dict[str, float | str]] = Field(default_factory=list)
+    selected: list[str] = Field(default_factory=list)
+    fallback: str | None = None
+    skipped: str | None = None
+    timings_ms: dict[str, float] = Field(default_factory=dict)
+
+
+class TurnTrace(BaseModel):
+    turn_id: str = Field(default_factory=new_id)
+    conversation_id: str
+    persona_id: str
+    channel: str
+    user_message_id: str
+    agent_message_id: str | None = None
+    model: str | None = None
+    responder: str = "llm"  # "llm" | "offline" | "fallback"
+    prompt: list[PromptMessage] = Field(default_factory=list)
+    reply: str | None = None
+    stages: list[StageTiming] = Field(default_factory=list)
+    usage: TokenUsage | None = None
+    retrieval: RetrievalTrace | None = None
+    sections: dict[str, dict[str, int | bool]] = Field(default_factory=dict)
+    error: str | None = None
+    delivery_error: str | None = None
+    started_at: datetime = Field(default_factory=utcnow)
+    total_ms: float = 0.0

@@ -1,0 +1,238 @@
+"""The turn: dedup → persona → conversation → persist → context → prompt → reply → deliver → trace.
+
+``accept`` does the part a webhook must finish before it acknowledges (dedup, persist the user
+message, take the conversation's turn ticket); ``run`` does the rest and may happen later.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from gateway.channel import DeliveryReport, ReplySink
+from gateway.errors import LLMError
+from gateway.events import EventBus, TurnCompleted
+from gateway.memory import Memory
+from gateway.metrics import Metrics
+from gateway.models import (
+    Conversation,
+    DeliveryStatus,
+    InboundMessage,
+    Message,
+    Persona,
+    Role,
+    StageTiming,
+    TurnTrace,
+)
+from gateway.prompt import PromptInputs
+from gateway.responders import KnowledgeHit, Reply, ReplyRequest, Responder
+from gateway.sessions import Sessions
+from gateway.settings import Settings
+from gateway.store import RedisStore
+from gateway.turn_lock import TurnLock
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Turn:
+    """Everything one turn knows; context preparers and the prompt builder read and add to it."""
+
+    inbound: InboundMessage
+    persona: Persona
+    conversation: Conversation
+    user_message: Message
+    ticket: int
+    started: bool
+    trace: TurnTrace
+    memory: list[Message] = field(default_factory=list)
+    rag: str = ""
+    hits: list[KnowledgeHit] = field(default_factory=list)
+    voice: bool = False
+
+
+class ContextPreparer(Protocol):
+    """Runs before the prompt is built (RAG context, live data); may fill ``turn.rag`` and the trace."""
+
+    async def prepare(self, turn: Turn) -> None: ...
+
+
+class PromptAssembler(Protocol):
+    async def build(self, inputs: PromptInputs): ...  # -> AssembledPrompt
+
+
+@dataclass
+class TurnOutcome:
+    turn: Turn
+    reply: Reply
+    agent_message: Message
+    delivery: DeliveryReport
+
+
+class _Stopwatch:
+    def __init__(self, trace: TurnTrace, metrics: Metrics) -> None:
+        self.trace, self.metrics = trace, metrics
+        self.mark = time.perf_counter()
+
+    def lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        seconds = now - self.mark
+        self.mark = now
+        self.trace.stages.append(StageTiming(stage=stage, ms=round(seconds * 1000, 3)))
+        self.metrics.stage_seconds.labels(stage).observe(seconds)
+
+
+class TurnPipeline:
+    def __init__(
+        self,
+        settings: Settings,
+        store: RedisStore,
+        sessions: Sessions,
+        memory: Memory,
+        lock: TurnLock,
+        prompts: PromptAssembler,
+        responder: Responder,
+        events: EventBus,
+        metrics: Metrics,
+        preparers: Sequence[ContextPreparer] = (),
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.sessions = sessions
+        self.memory = memory
+        self.lock = lock
+        self.prompts = prompts
+        self.responder = responder
+        self.events = events
+        self.metrics = metrics
+        self.preparers = list(preparers)
+
+    async def accept(self, inbound: InboundMessage, *, voice: bool = False) -> Turn | None:
+        """Persist the user message and take a turn ticket; ``None`` for a duplicate delivery."""
+        t0 = time.perf_counter()
+        if not await self.store.claim_once("msg", inbound.channel, inbound.external_message_id):
+            self.metrics.duplicates.labels(inbound.channel).inc()
+            return None
+        try:
+            persona = await self.store.resolve_persona(inbound.identity, inbound.display_name)
+            conversation, started = await self.sessions.open(persona, inbound)
+            ticket = await self.lock.take_ticket(conversation.id)
+            user_message = Message(
+                conversation_id=conversation.id,
+                persona_id=persona.id,
+                role=Role.USER,
+                channel=inbound.channel,
+                text=inbound.text,
+                external_id=inbound.external_message_id,
+                created_at=inbound.received_at,
+            )
+            trace = TurnTrace(
+                conversation_id=conversation.id,
+                persona_id=persona.id,
+                channel=inbound.channel,
+                user_message_id=user_message.id,
+            )
+            user_message.turn_id = trace.turn_id
+            await self.store.add_message(user_message)
+        except Exception:
+            # Nothing was answered: let the vendor's retry (or the user's resend) try again.
+            await self.store.release_claim("msg", inbound.channel, inbound.external_message_id)
+            raise
+        trace.stages.append(StageTiming(stage="accept", ms=round((time.perf_counter() - t0) * 1000, 3)))
+        return Turn(inbound, persona, conversation, user_message, ticket, started, trace, voice=voice)
+
+    async def run(self, turn: Turn, sink: ReplySink) -> TurnOutcome:
+        t0 = time.perf_counter()
+        clock = _Stopwatch(turn.trace, self.metrics)
+        async with self.lock.hold(turn.conversation.id, turn.ticket, self.settings.turn_lock_ttl_s):
+            clock.lap("lock_wait")
+            turn.memory = await self.memory.get_memory(
+                turn.persona, count=self.settings.memory_count, max_chars=self.settings.memory_max_chars
+            )
+            clock.lap("memory")
+            for preparer in self.preparers:
+                await self._prepare(preparer, turn)
+            clock.lap("context")
+            prompt = await self.prompts.build(
+                PromptInputs(
+                    persona_id=turn.persona.id,
+                    channel=turn.inbound.channel,
+                    memory=turn.memory,
+                    rag=turn.rag,
+                )
+            )
+            turn.trace.prompt = prompt.messages
+            turn.trace.sections = prompt.sections
+            clock.lap("prompt")
+            reply = await self._reply(turn, prompt.messages, sink)
+            clock.lap("llm")
+            agent_message = Message(
+                conversation_id=turn.conversation.id,
+                persona_id=turn.persona.id,
+                role=Role.AGENT,
+                channel=turn.inbound.channel,
+                text=reply.text,
+                turn_id=turn.trace.turn_id,
+                delivery=DeliveryStatus.PENDING,
+            )
+            await self.store.add_message(agent_message)
+            delivery = await self._deliver(sink, reply.text)
+            agent_message.delivery = (
+                DeliveryStatus.DELIVERED if delivery.delivered else DeliveryStatus.FAILED
+            )
+            agent_message.delivery_error = delivery.error
+            await self.store.update_message(agent_message)
+            clock.lap("deliver")
+            await self.sessions.touch(turn.conversation)
+            trace = turn.trace
+            trace.agent_message_id = agent_message.id
+            trace.reply = reply.text
+            trace.model = reply.model
+            trace.responder = reply.responder
+            trace.usage = reply.usage
+            trace.delivery_error = delivery.error
+            trace.total_ms = round((time.perf_counter() - t0) * 1000, 3)
+            await self.store.save_trace(trace)
+        self.metrics.turns.labels(turn.inbound.channel, reply.responder).inc()
+        self.metrics.turn_seconds.labels(turn.inbound.channel).observe(time.perf_counter() - t0)
+        await self.events.publish(
+            TurnCompleted(turn.persona.id, turn.conversation.id, turn.trace.turn_id)
+        )
+        return TurnOutcome(turn=turn, reply=reply, agent_message=agent_message, delivery=delivery)
+
+    async def handle(self, inbound: InboundMessage, sink: ReplySink) -> TurnOutcome | None:
+        turn = await self.accept(inbound)
+        return None if turn is None else await self.run(turn, sink)
+
+    async def _prepare(self, preparer: ContextPreparer, turn: Turn) -> None:
+        try:
+            await preparer.prepare(turn)
+        except Exception as exc:  # context is an enrichment: the turn goes on without it
+            log.exception("context preparer %s failed", type(preparer).__name__)
+            note = f"{type(preparer).__name__}: {type(exc).__name__}: {exc}"
+            turn.trace.error = f"{turn.trace.error}; {note}" if turn.trace.error else note
+
+    async def _reply(self, turn: Turn, prompt, sink: ReplySink) -> Reply:
+        request = ReplyRequest(
+            prompt=prompt, hits=turn.hits, on_delta=sink.delta if sink.streaming else None
+        )
+        try:
+            return await self.responder.reply(request)
+        except LLMError as exc:
+            self.metrics.llm_errors.labels(type(exc.__cause__ or exc).__name__).inc()
+            log.warning("LLM failed for turn %s: %s", turn.trace.turn_id, exc.message)
+            turn.trace.error = exc.message
+            return Reply(text=self.settings.llm_fallback_message, responder="fallback")
+
+    async def _deliver(self, sink: ReplySink, text: str) -> DeliveryReport:
+        try:
+            report = await sink.deliver(text)
+        except Exception as exc:
+            log.exception("delivery failed")
+            report = DeliveryReport(delivered=False, error=f"{type(exc).__name__}: {exc}")
+        if not report.delivered:
+            self.metrics.delivery_failures.labels(getattr(sink, "channel", "unknown")).inc()
+        return report

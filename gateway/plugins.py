@@ -1,0 +1,29 @@
+"""Packages above the gateway (``channels``, ``admin_ui``) plug in through entry points.
+
+Imports point one way (``channels → gateway → rag_core``; nothing imports ``admin_ui``), so the
+gateway never imports them: each declares an ``install(app, services)`` function in the
+``switchboard.plugins`` entry-point group of ``pyproject.toml``.
+"""
+
+from __future__ import annotations
+
+import logging
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from gateway.services import Services
+
+log = logging.getLogger(__name__)
+GROUP = "switchboard.plugins"
+
+
+def install_plugins(app: FastAPI, services: Services) -> list[str]:
+    installed = []
+    for ep in sorted(entry_points(group=GROUP), key=lambda e: e.name):
+        ep.load()(app, services)
+        installed.append(ep.name)
+    log.debug("plugins installed: %s", installed)
+    return installed

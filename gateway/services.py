@@ -1,0 +1,129 @@
+"""The composition root: every service built once from ``Settings`` and passed down by constructor."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import redis as redis_sync
+from redis.asyncio import Redis
+from rq import Queue
+
+from gateway.attributes import CustomerAttributes, PersonaAttributes
+from gateway.embedded import EmbeddedRedis
+from gateway.events import EventBus
+from gateway.llm import LLMClient
+from gateway.memory import Memory
+from gateway.metrics import Metrics
+from gateway.pipeline import ContextPreparer, TurnPipeline
+from gateway.prompt import PromptBuilder
+from gateway.responders import LLMResponder, OfflineResponder, Responder
+from gateway.sessions import Sessions
+from gateway.settings import Settings
+from gateway.store import RedisStore
+from gateway.turn_lock import TurnLock
+from gateway.worker import QUEUES, InProcessWorker
+
+log = logging.getLogger(__name__)
+
+Hook = Callable[[], Awaitable[None]]
+
+
+@dataclass
+class Services:
+    settings: Settings
+    redis: Redis
+    redis_sync: redis_sync.Redis
+    store: RedisStore
+    persona_attributes: PersonaAttributes
+    customer_attributes: CustomerAttributes
+    memory: Memory
+    events: EventBus
+    sessions: Sessions
+    lock: TurnLock
+    metrics: Metrics
+    llm: LLMClient | None
+    prompts: PromptBuilder
+    responder: Responder
+    pipeline: TurnPipeline
+    queues: dict[str, Queue]
+    embedded_redis: EmbeddedRedis | None = None
+    worker: InProcessWorker | None = None
+    on_start: list[Hook] = field(default_factory=list)
+    on_stop: list[Hook] = field(default_factory=list)
+
+    @classmethod
+    def build(cls, settings: Settings, *, run_worker: bool | None = None) -> Services:
+        embedded = None
+        redis_url = settings.redis_url
+        if redis_url is None:
+            embedded = EmbeddedRedis(settings.data_dir / "redis")
+            embedded.start()
+            redis_url = embedded.url
+        redis = Redis.from_url(redis_url, max_connections=200)
+        sync = redis_sync.Redis.from_url(redis_url)
+        store = RedisStore(redis, settings.agent_id)
+        persona_attributes = PersonaAttributes(store)
+        events = EventBus()
+        metrics = Metrics()
+        memory = Memory(store)
+        sessions = Sessions(store, persona_attributes, events, settings.inactivity_timeout_s)
+        lock = TurnLock(redis, store.prefix, lease_s=settings.turn_lock_ttl_s)
+        llm = LLMClient(settings) if settings.llm_configured else None
+        responder: Responder = (
+            LLMResponder(llm) if llm else OfflineResponder(settings, has_knowledge_base=False)
+        )
+        prompts = PromptBuilder()
+        pipeline = TurnPipeline(
+            settings, store, sessions, memory, lock, prompts, responder, events, metrics
+        )
+        queues = {q: Queue(settings.queue_name(q), connection=sync) for q in QUEUES}
+        services = cls(
+            settings=settings,
+            redis=redis,
+            redis_sync=sync,
+            store=store,
+            persona_attributes=persona_attributes,
+            customer_attributes=CustomerAttributes(store),
+            memory=memory,
+            events=events,
+            sessions=sessions,
+            lock=lock,
+            metrics=metrics,
+            llm=llm,
+            prompts=prompts,
+            responder=responder,
+            pipeline=pipeline,
+            queues=queues,
+            embedded_redis=embedded,
+        )
+        if run_worker if run_worker is not None else embedded is not None:
+            services.worker = InProcessWorker(sync, settings)
+        return services
+
+    readiness: dict[str, Callable[[], Awaitable[None]]] = field(default_factory=dict)
+
+    def add_preparer(self, preparer: ContextPreparer) -> None:
+        self.pipeline.preparers.append(preparer)
+
+    async def start(self) -> None:
+        if self.worker is not None:
+            self.worker.start()
+        for hook in self.on_start:
+            await hook()
+
+    async def aclose(self) -> None:
+        for hook in reversed(self.on_stop):
+            try:
+                await hook()
+            except Exception:
+                log.exception("stop hook failed")
+        if self.worker is not None:
+            self.worker.stop()
+        if self.llm is not None:
+            await self.llm.aclose()
+        await self.redis.aclose()
+        self.redis_sync.close()
+        if self.embedded_redis is not None:
+            self.embedded_redis.stop()

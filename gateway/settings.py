@@ -1,0 +1,102 @@
+"""Settings are read once from the environment (prefix ``SWITCHBOARD_``) and an optional ``.env``.
+
+Nothing else in the code base reads ``os.environ``: a ``Settings`` instance is built at the top
+(CLI, app factory, worker) and passed down by constructor.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+OPENAI_DEFAULT_BASE = "https://api.openai.com/v1"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="SWITCHBOARD_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
+    )
+
+    agent_id: str = Field(default="default", pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    data_dir: Path = Path("./data")
+    redis_url: str | None = None
+    qdrant_url: str | None = None
+    public_url: str = "http://127.0.0.1:8000"
+    log_level: str = "INFO"
+    log_json: bool = False
+    demo: bool = False  # load the demo knowledge base when the knowledge base is empty
+
+    # Language model (any OpenAI-compatible server).
+    llm_base_url: str = OPENAI_DEFAULT_BASE
+    llm_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("SWITCHBOARD_LLM_API_KEY", "OPENAI_API_KEY")
+    )
+    llm_model: str = "gpt-4o-mini"
+    search_llm_model: str | None = None
+    llm_timeout_s: float = 30.0
+    llm_max_retries: int = 2
+    llm_temperature: float = 0.7
+    structured_temperature: float = 0.2
+    structured_top_p: float = 0.0
+    structured_max_tokens: int = 4000
+    llm_fallback_message: str = (
+        "Sorry, I can't answer right now. Please try again in a moment."
+    )
+    offline_message: str = (
+        "No language model is configured for this gateway yet, so I can only answer from the "
+        "knowledge base. Set SWITCHBOARD_LLM_API_KEY (or SWITCHBOARD_LLM_BASE_URL) to enable full replies."
+    )
+    offline_unknown_message: str = "I don't know the answer to that yet."
+    offline_min_score: float = 0.3
+
+    # Embeddings and retrieval.
+    embeddings: Literal["fastembed", "openai", "none"] = "fastembed"
+    embedding_model: str = "sentence-transformers/all-MiniLM-L6-v2"
+    embedding_model_path: Path | None = None
+    retrieval_strategy: str | None = None
+    rag_voice_wait_ms: int = 800
+    rag_top_k: int = 3
+
+    # Conversations.
+    inactivity_timeout_s: int = 30 * 60
+    max_message_chars: int = 4000
+    memory_count: int = 15
+    memory_max_chars: int = 10_000
+    turn_lock_ttl_s: int = 120
+
+    # Admin and operators.
+    admin_token: SecretStr | None = None
+    admin_password: SecretStr | None = None
+
+    # Channels.
+    telegram_bot_token: SecretStr | None = None
+    telegram_webhook_secret: SecretStr | None = None
+    telegram_api_base: str = "https://api.telegram.org"
+    telegram_mode: Literal["webhook", "polling"] = "webhook"
+    slack_bot_token: SecretStr | None = None
+    slack_signing_secret: SecretStr | None = None
+    slack_api_base: str = "https://slack.com/api/"
+    twilio_account_sid: str | None = None
+    twilio_auth_token: SecretStr | None = None
+    twilio_api_base: str = "https://api.twilio.com"
+    twilio_from_number: str | None = None
+
+    # Inbound feeds and outbound fetches.
+    feeds_secret: SecretStr | None = None
+    outbound_allow_hosts: str = ""
+
+    @property
+    def llm_configured(self) -> bool:
+        """A key, or an explicit non-OpenAI base URL (Ollama, vLLM, llama.cpp need no key)."""
+        return self.llm_api_key is not None or self.llm_base_url.rstrip("/") != OPENAI_DEFAULT_BASE
+
+    @property
+    def embedded(self) -> bool:
+        return self.redis_url is None
+
+    def queue_name(self, name: str) -> str:
+        """RQ queue names are namespaced by agent like every other key."""
+        return f"sb:{self.agent_id}:{name}"

@@ -1,0 +1,81 @@
+"""RQ workers: an in-process one for the embedded gateway, and ``switchboard worker`` for production."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from redis import Redis
+from rq import Queue, SimpleWorker
+from rq.scheduler import RQScheduler
+from rq.timeouts import TimerDeathPenalty
+
+from gateway.settings import Settings
+
+log = logging.getLogger(__name__)
+
+QUEUES = ("rag", "jobs", "timers")
+
+
+def queue_names(settings: Settings) -> list[str]:
+    return [settings.queue_name(q) for q in QUEUES]
+
+
+class ThreadWorker(SimpleWorker):
+    """A SimpleWorker that can live in a thread: no signal handlers, timer-based job timeouts."""
+
+    death_penalty_class = TimerDeathPenalty
+
+    @property
+    def dequeue_timeout(self) -> int:
+        return 1  # wake up every second to notice a stop request
+
+    def _install_signal_handlers(self) -> None:
+        pass
+
+
+class InProcessWorker:
+    """Runs the agent's queues and their scheduled jobs in background threads of this process."""
+
+    def __init__(self, redis: Redis, settings: Settings, poll_s: float = 0.2) -> None:
+        self.redis = redis
+        self.settings = settings
+        self.poll_s = poll_s
+        self.queues = [Queue(name, connection=redis) for name in queue_names(settings)]
+        self.worker = ThreadWorker(self.queues, connection=redis, name=f"embedded-{settings.agent_id}")
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        self._threads = [
+            threading.Thread(target=self._work, name="rq-worker", daemon=True),
+            threading.Thread(target=self._schedule, name="rq-scheduler", daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        self._stop.set()
+        self.worker._stop_requested = True
+        for thread in self._threads:
+            thread.join(timeout_s)
+
+    def _work(self) -> None:
+        try:
+            self.worker.work(logging_level="WARNING")
+        except Exception:
+            log.exception("embedded RQ worker stopped with an error")
+
+    def _schedule(self) -> None:
+        """Move due ``enqueue_at``/``enqueue_in`` jobs onto their queues (what RQ's scheduler does)."""
+        scheduler = RQScheduler(self.queues, connection=self.redis)
+        while not self._stop.wait(self.poll_s):
+            try:
+                scheduler.acquire_locks()
+                if scheduler.acquired_locks:
+                    scheduler.enqueue_scheduled_jobs()
+            except Exception:
+                log.exception("embedded RQ scheduler tick failed")
+                time.sleep(1)
+        scheduler.release_locks()
