@@ -6,12 +6,12 @@ import json
 import logging
 from contextvars import ContextVar
 
-turn_context: ContextVar[dict[str, str]] = ContextVar("turn_context", default={})
+turn_context: ContextVar[dict[str, str] | None] = ContextVar("turn_context", default=None)
 
 
 class _ContextFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        record.ctx = turn_context.get()
+        record.ctx = turn_context.get() or {}
         return True
 
 

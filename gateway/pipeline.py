@@ -15,6 +15,7 @@ from typing import Protocol
 from gateway.channel import DeliveryReport, ReplySink
 from gateway.errors import LLMError
 from gateway.events import EventBus, TurnCompleted
+from gateway.logs import turn_context
 from gateway.memory import Memory
 from gateway.metrics import Metrics
 from gateway.models import (
@@ -146,6 +147,7 @@ class TurnPipeline:
 
     async def run(self, turn: Turn, sink: ReplySink) -> TurnOutcome:
         t0 = time.perf_counter()
+        turn_context.set({"conversation_id": turn.conversation.id, "turn_id": turn.trace.turn_id})
         clock = _Stopwatch(turn.trace, self.metrics)
         async with self.lock.hold(turn.conversation.id, turn.ticket, self.settings.turn_lock_ttl_s):
             clock.lap("lock_wait")
