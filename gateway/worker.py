@@ -27,9 +27,13 @@ class ThreadWorker(SimpleWorker):
 
     death_penalty_class = TimerDeathPenalty
 
-    @property
-    def dequeue_timeout(self) -> int:
-        return 1  # wake up every second to notice a stop request
+    def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):
+        # RQ's loop only returns on a job; wake up every second so a stop request is noticed.
+        while not self._stop_requested:
+            result = super().dequeue_job_and_maintain_ttl(timeout, max_idle_time=1)
+            if result is not None:
+                return result
+        return None
 
     def _install_signal_handlers(self) -> None:
         pass

@@ -31,6 +31,7 @@ class FakeOpenAI:
     script: deque[Scripted] = field(default_factory=deque)
     default_delay_s: float = 0.0
     chunk_chars: int = 4
+    chunk_delay_s: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def script_reply(self, text: str, delay_s: float = 0.0) -> None:
@@ -72,7 +73,7 @@ class FakeOpenAI:
             usage = {"prompt_tokens": 11, "completion_tokens": max(1, len(text) // 4),
                      "total_tokens": 11 + max(1, len(text) // 4)}
             if body.get("stream"):
-                return StreamingResponse(_stream(body["model"], text, fake.chunk_chars, usage),
+                return StreamingResponse(_stream(body["model"], text, fake.chunk_chars, usage, fake.chunk_delay_s),
                                          media_type="text/event-stream")
             return {
                 "id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
@@ -99,11 +100,13 @@ def _vector(text: str, dim: int = 16) -> list[float]:
     return [b / 255 for b in digest[:dim]]
 
 
-async def _stream(model: str, text: str, size: int, usage: dict):
+async def _stream(model: str, text: str, size: int, usage: dict, delay_s: float = 0.0):
     base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time()), "model": model}
     for i in range(0, len(text), size):
         chunk = {**base, "choices": [{"index": 0, "delta": {"content": text[i:i + size]}, "finish_reason": None}]}
         yield f"data: {json.dumps(chunk)}\n\n"
+        if delay_s:
+            await asyncio.sleep(delay_s)
     yield f"data: {json.dumps({**base, 'choices': [{'index': 0, 'delta': {}, 'finish_reason': 'stop'}]})}\n\n"
     yield f"data: {json.dumps({**base, 'choices': [], 'usage': usage})}\n\n"
     yield "data: [DONE]\n\n"

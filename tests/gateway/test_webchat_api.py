@@ -5,6 +5,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from tests.inspect import read_trace
+
 
 @pytest.fixture
 def client(gateway):
@@ -37,17 +39,9 @@ def test_reply_comes_from_the_llm_and_both_messages_are_stored(client, session, 
 
 
 def test_trace_records_stages_prompt_model_and_usage(client, session, fake_openai, gateway):
-    import asyncio
     sid, auth = session
     turn_id = client.post(f"/api/chat/sessions/{sid}/messages", json={"text": "hi"}, headers=auth).json()["turn_id"]
-    trace = asyncio.run_coroutine_threadsafe(
-        gateway.services.store.get_trace(turn_id), gateway.server_loop()).result() if hasattr(
-        gateway, "server_loop") else None
-    if trace is None:
-        import redis
-        from gateway.models import TurnTrace
-        r = redis.Redis.from_url(gateway.services.settings.redis_url)
-        trace = TurnTrace.model_validate_json(r.get(gateway.services.store.key("trace", turn_id)))
+    trace = read_trace(gateway.services, turn_id)
     assert trace.model == gateway.services.settings.llm_model
     assert trace.usage.prompt_tokens == 11
     assert [s.stage for s in trace.stages][:3] == ["accept", "lock_wait", "memory"]
@@ -118,11 +112,7 @@ def test_llm_failure_answers_with_the_fallback_and_records_the_error(client, ses
     resp = client.post(f"/api/chat/sessions/{sid}/messages", json={"text": "hi"}, headers=auth)
     assert resp.status_code == 200
     assert resp.json()["reply"]["text"] == gateway.services.settings.llm_fallback_message
-    import redis
-
-    from gateway.models import TurnTrace
-    r = redis.Redis.from_url(gateway.services.settings.redis_url)
-    trace = TurnTrace.model_validate_json(r.get(gateway.services.store.key("trace", resp.json()["turn_id"])))
+    trace = read_trace(gateway.services, resp.json()["turn_id"])
     assert trace.responder == "fallback" and "InternalServerError" in trace.error
     metrics = client.get("/metrics").text
     assert 'switchboard_llm_errors_total{kind="InternalServerError"} 1.0' in metrics

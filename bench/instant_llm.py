@@ -1,0 +1,36 @@
+"""An OpenAI-compatible chat endpoint that answers instantly (aiohttp, so it is never the bottleneck).
+
+Run: python bench/instant_llm.py PORT [DELAY_S]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+
+from aiohttp import web
+
+BODY = json.dumps({
+    "id": "chatcmpl-bench", "object": "chat.completion", "created": 0, "model": "bench",
+    "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Sure, done."}}],
+    "usage": {"prompt_tokens": 20, "completion_tokens": 3, "total_tokens": 23},
+})
+
+
+def make_app(delay_s: float = 0.0) -> web.Application:
+    async def chat(request: web.Request) -> web.Response:
+        await request.read()
+        if delay_s:
+            await asyncio.sleep(delay_s)
+        return web.Response(text=BODY, content_type="application/json")
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    return app
+
+
+if __name__ == "__main__":
+    port = int(sys.argv[1])
+    delay = float(sys.argv[2]) if len(sys.argv) > 2 else 0.0
+    web.run_app(make_app(delay), host="127.0.0.1", port=port, print=None, access_log=None)

