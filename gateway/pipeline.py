@@ -151,21 +151,7 @@ class TurnPipeline:
         clock = _Stopwatch(turn.trace, self.metrics)
         async with self.lock.hold(turn.conversation.id, turn.ticket, self.settings.turn_lock_ttl_s):
             clock.lap("lock_wait")
-            turn.memory = await self.memory.get_memory(
-                turn.persona, count=self.settings.memory_count, max_chars=self.settings.memory_max_chars
-            )
-            clock.lap("memory")
-            for preparer in self.preparers:
-                await self._prepare(preparer, turn)
-            clock.lap("context")
-            prompt = await self.prompts.build(
-                PromptInputs(
-                    persona_id=turn.persona.id,
-                    channel=turn.inbound.channel,
-                    memory=turn.memory,
-                    rag=turn.rag,
-                )
-            )
+            prompt = await self.compose(turn, clock)
             turn.trace.prompt = prompt.messages
             turn.trace.sections = prompt.sections
             clock.lap("prompt")
@@ -205,9 +191,59 @@ class TurnPipeline:
         )
         return TurnOutcome(turn=turn, reply=reply, agent_message=agent_message, delivery=delivery)
 
+    async def compose(self, turn: Turn, clock: _Stopwatch | None = None, pending: Message | None = None):
+        """Memory → context preparers → prompt: the part of a turn the prompt preview shares.
+
+        ``pending`` is a user message that is not stored (a preview's sample text)."""
+        turn.memory = self._memory_for(turn, await self.memory.get_memory(
+            turn.persona, count=self.settings.memory_count, max_chars=self.settings.memory_max_chars
+        ))
+        if pending is not None:
+            turn.memory.append(pending)
+        if clock is not None:
+            clock.lap("memory")
+        for preparer in self.preparers:
+            await self._prepare(preparer, turn)
+        if clock is not None:
+            clock.lap("context")
+        return await self.prompts.build(
+            PromptInputs(
+                persona_id=turn.persona.id,
+                channel=turn.inbound.channel,
+                memory=turn.memory,
+                rag=turn.rag,
+            )
+        )
+
+    async def preview(self, persona: Persona, text: str, channel: str = "preview"):
+        """The prompt a turn would send for ``text`` now (the same path as ``run``); nothing is stored."""
+        inbound = InboundMessage(
+            channel=channel, external_user_id=persona.id, external_message_id="preview",
+            identity=f"preview:{persona.id}", text=text,
+        )
+        conversation = Conversation(persona_id=persona.id, channel=channel)
+        user_message = Message(
+            conversation_id=conversation.id, persona_id=persona.id, role=Role.USER, channel=channel, text=text
+        )
+        trace = TurnTrace(
+            conversation_id=conversation.id, persona_id=persona.id, channel=channel,
+            user_message_id=user_message.id,
+        )
+        turn = Turn(inbound, persona, conversation, user_message, ticket=0, started=False, trace=trace)
+        return await self.compose(turn, pending=user_message)
+
     async def handle(self, inbound: InboundMessage, sink: ReplySink) -> TurnOutcome | None:
         turn = await self.accept(inbound)
         return None if turn is None else await self.run(turn, sink)
+
+    @staticmethod
+    def _memory_for(turn: Turn, memory: list[Message]) -> list[Message]:
+        """User messages that arrived after this one are waiting for their own turns: not yet said."""
+        own = turn.user_message
+        return [
+            m for m in memory
+            if not (m.role is Role.USER and m.id != own.id and m.created_at > own.created_at)
+        ]
 
     async def _prepare(self, preparer: ContextPreparer, turn: Turn) -> None:
         try:
