@@ -1,22 +1,68 @@
-"""Prompt assembly: a Jinja2 system template, the RAG placeholder, then memory as chat messages."""
+"""Prompt assembly: the operator's ``system`` template filled with named, size-budgeted sections,
+the RAG placeholder, then cross-channel memory as chat messages.
+
+Sections (in the default template's order): ``instructions`` (business instructions),
+``conversation_meta`` and ``custom_sections`` (inside ``<ConversationMeta>``), ``calendar``
+(``<ConvoAgentCalendar>``), ``injected_data`` (data injection + feeds), ``rag``
+(``<AdditionalInformation>``), and ``memory``. Each is cut to its token budget at a boundary with a
+marker; ``AssembledPrompt.sections`` reports every section's size and what was cut.
+"""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
-from importlib import resources
+from datetime import datetime
+from zoneinfo import ZoneInfo
 
-from jinja2 import StrictUndefined
-from jinja2.sandbox import SandboxedEnvironment
-
+from gateway.attributes import (
+    CONVERSATION_META,
+    CUSTOM_PROMPT_SECTION,
+    AttributeSpec,
+    CustomerAttributes,
+    PersonaAttributes,
+    declare_customer_attribute,
+)
+from gateway.budget import Sized, fit
+from gateway.calendar import TIMEZONE, day_label
+from gateway.clock import describe_age
+from gateway.feeds import FeedEntry
+from gateway.live_context import LiveContext
 from gateway.models import Message, PromptMessage, Role
+from gateway.template_store import TemplateRenderFailed, default_source
+from rag_core.tokens import estimate_tokens
+
+log = logging.getLogger(__name__)
 
 _CHAT_ROLES = {Role.USER: "user", Role.AGENT: "assistant"}
 RAG_PLACEHOLDER = "<||rag_placeholder||>"
 NO_RAG = "No additional information"
 
+DEFAULT_BUDGETS: dict[str, int] = {
+    "instructions": 1500,
+    "conversation_meta": 600,
+    "custom_sections": 1000,
+    "calendar": 1000,
+    "injected_data": 2000,
+    "rag": 2500,
+    "memory": 4000,
+}
+
+AGENT_NAME = declare_customer_attribute(
+    AttributeSpec("project_attributes_setting_agent_name", str, "Switchboard", "the agent's name"))
+BUSINESS_NAME = declare_customer_attribute(
+    AttributeSpec("project_attributes_setting_business_name", str, "our business", "the business's name"))
+BUSINESS_INSTRUCTIONS = declare_customer_attribute(
+    AttributeSpec("project_attributes_setting_business_instructions", str, "",
+                  "instructions for the agent, placed at the top of the system prompt"))
+
 
 def replace_rag_placeholder(compiled: str, rag: str) -> str:
     return compiled.replace(RAG_PLACEHOLDER, rag.strip() or NO_RAG)
+
+
+def default_template(name: str) -> str:
+    return default_source(name)
 
 
 @dataclass
@@ -34,23 +80,94 @@ class PromptInputs:
     variables: dict[str, object] = field(default_factory=dict)
 
 
-def default_template(name: str) -> str:
-    return resources.files("gateway.templates").joinpath(f"{name}.j2").read_text(encoding="utf-8")
+def render_feed(entry: FeedEntry, now: datetime) -> str:
+    return f'<{entry.feed} updated="{describe_age(entry.received_at, now)}">\n{entry.text}\n</{entry.feed}>'
+
+
+def fit_memory(memory: list[Message], max_tokens: int) -> tuple[list[Message], Sized]:
+    """The newest messages that fit ``max_tokens`` (the latest one always); whole messages are dropped."""
+    kept: list[Message] = []
+    used = 0
+    for message in reversed(memory):
+        cost = estimate_tokens(message.text)
+        if kept and used + cost > max_tokens:
+            break
+        kept.append(message)
+        used += cost
+    kept.reverse()
+    dropped = memory[: len(memory) - len(kept)]
+    size = Sized(
+        text="", tokens=used, truncated=bool(dropped), cut_chars=sum(len(m.text) for m in dropped)
+    )
+    return kept, size
 
 
 class PromptBuilder:
-    def __init__(self, agent_name: str = "Switchboard", business_name: str = "our business") -> None:
-        self.env = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
-        self.template = self.env.from_string(default_template("system"))
-        self.defaults = {"agent_name": agent_name, "business_name": business_name}
+    def __init__(
+        self,
+        live: LiveContext,
+        persona_attributes: PersonaAttributes,
+        customer_attributes: CustomerAttributes,
+        budgets: dict[str, int] | None = None,
+    ) -> None:
+        self.live = live
+        self.persona_attributes = persona_attributes
+        self.customer_attributes = customer_attributes
+        self.budgets = {**DEFAULT_BUDGETS, **(budgets or {})}
+
+    async def sections(self, inputs: PromptInputs) -> dict[str, str]:
+        """The raw content of every text section, before budgets."""
+        persona = await self.persona_attributes.all(inputs.persona_id)
+        customer = await self.customer_attributes.all()
+        now = self.live.clock.now()
+        injected = [await self.live.data_injection.section()]
+        injected += [render_feed(e, now) for e in await self.live.feeds.live(inputs.persona_id)]
+        return {
+            "instructions": customer[BUSINESS_INSTRUCTIONS.name].strip(),
+            "conversation_meta": persona[CONVERSATION_META.name].strip(),
+            "custom_sections": persona[CUSTOM_PROMPT_SECTION.name].strip(),
+            "calendar": await self.live.calendar.current(),
+            "injected_data": "\n\n".join(part for part in injected if part),
+            "rag": inputs.rag.strip(),
+        }
 
     async def build(self, inputs: PromptInputs) -> AssembledPrompt:
-        system = self.template.render(**self.defaults, channel=inputs.channel, **inputs.variables)
-        system = replace_rag_placeholder(system, inputs.rag)
+        raw = await self.sections(inputs)
+        sized = {name: fit(text, self.budgets[name]) for name, text in raw.items()}
+        customer = await self.customer_attributes.all()
+        zone = ZoneInfo(customer[TIMEZONE.name])
+        local = self.live.clock.now().astimezone(zone)
+        variables: dict[str, object] = {
+            "agent_name": customer[AGENT_NAME.name],
+            "business_name": customer[BUSINESS_NAME.name],
+            "business_instructions": sized["instructions"].text,
+            "channel": inputs.channel,
+            "conversation_meta": sized["conversation_meta"].text,
+            "custom_sections": sized["custom_sections"].text,
+            "calendar": sized["calendar"].text,
+            "injected_data": sized["injected_data"].text,
+            "now": f"{day_label(local.date())}, {local:%H:%M}",
+            "timezone": zone.key,
+            "persona_id": inputs.persona_id,
+            **inputs.variables,
+        }
+        fallback = False
+        try:
+            system = await self.live.templates.render("system", **variables)
+        except TemplateRenderFailed as exc:
+            # A live template that passed its checks can still fail on real data: answer anyway.
+            log.error("system template failed, using the packaged default: %s", exc.message)
+            system = self.live.templates.render_default("system", **variables)
+            fallback = True
+        system = replace_rag_placeholder(system, sized["rag"].text).strip() + "\n"
+        memory, memory_size = fit_memory(inputs.memory, self.budgets["memory"])
         messages = [PromptMessage(role="system", content=system)]
         messages += [
-            PromptMessage(role=_CHAT_ROLES[m.role], content=m.text)
-            for m in inputs.memory
-            if m.role in _CHAT_ROLES
+            PromptMessage(role=_CHAT_ROLES[m.role], content=m.text) for m in memory if m.role in _CHAT_ROLES
         ]
-        return AssembledPrompt(messages=messages)
+        report = {name: size.report() for name, size in sized.items()}
+        report["memory"] = {**memory_size.report(), "chars": sum(len(m.text) for m in memory),
+                            "messages": len(memory)}
+        report["system"] = {"chars": len(system), "tokens": estimate_tokens(system), "truncated": False,
+                            "default_template": fallback}
+        return AssembledPrompt(messages=messages, sections=report)

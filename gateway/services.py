@@ -11,8 +11,10 @@ from redis.asyncio import Redis
 from rq import Queue
 
 from gateway.attributes import CustomerAttributes, PersonaAttributes
+from gateway.clock import Clock
 from gateway.embedded import EmbeddedRedis
 from gateway.events import EventBus
+from gateway.live_context import LiveContext
 from gateway.llm import LLMClient
 from gateway.memory import Memory
 from gateway.metrics import Metrics
@@ -23,6 +25,7 @@ from gateway.sessions import Sessions
 from gateway.settings import Settings
 from gateway.store import RedisStore
 from gateway.turn_lock import TurnLock
+from gateway.turn_runner import TurnRunner
 from gateway.worker import QUEUES, InProcessWorker
 
 log = logging.getLogger(__name__)
@@ -50,11 +53,15 @@ class Services:
     queues: dict[str, Queue]
     embedded_redis: EmbeddedRedis | None = None
     worker: InProcessWorker | None = None
+    turns: TurnRunner | None = None  # background turns of the ack-fast channels
+    live: LiveContext | None = None  # prompt templates, sections, feeds, data injection, calendar, timers
     on_start: list[Hook] = field(default_factory=list)
     on_stop: list[Hook] = field(default_factory=list)
 
     @classmethod
-    def build(cls, settings: Settings, *, run_worker: bool | None = None) -> Services:
+    def build(
+        cls, settings: Settings, *, run_worker: bool | None = None, clock: Clock | None = None
+    ) -> Services:
         embedded = None
         redis_url = settings.redis_url
         if redis_url is None:
@@ -74,18 +81,22 @@ class Services:
         responder: Responder = (
             LLMResponder(llm) if llm else OfflineResponder(settings, has_knowledge_base=False)
         )
-        prompts = PromptBuilder()
+        customer_attributes = CustomerAttributes(store)
+        queues = {q: Queue(settings.queue_name(q), connection=sync) for q in QUEUES}
+        live = LiveContext.build(
+            settings, store, persona_attributes, customer_attributes, memory, llm, queues, metrics, clock
+        )
+        prompts = PromptBuilder(live, persona_attributes, customer_attributes, settings.prompt_budgets)
         pipeline = TurnPipeline(
             settings, store, sessions, memory, lock, prompts, responder, events, metrics
         )
-        queues = {q: Queue(settings.queue_name(q), connection=sync) for q in QUEUES}
         services = cls(
             settings=settings,
             redis=redis,
             redis_sync=sync,
             store=store,
             persona_attributes=persona_attributes,
-            customer_attributes=CustomerAttributes(store),
+            customer_attributes=customer_attributes,
             memory=memory,
             events=events,
             sessions=sessions,
@@ -98,6 +109,11 @@ class Services:
             queues=queues,
             embedded_redis=embedded,
         )
+        services.turns = TurnRunner(pipeline, store, metrics, drain_timeout_s=settings.turn_drain_timeout_s)
+        services.on_stop.append(services.turns.stop)
+        services.live = live
+        live.subscribe(events)
+        services.on_start.append(live.start)
         if run_worker if run_worker is not None else embedded is not None:
             services.worker = InProcessWorker(sync, settings)
         return services

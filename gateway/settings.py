@@ -17,7 +17,8 @@ OPENAI_DEFAULT_BASE = "https://api.openai.com/v1"
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
-        env_prefix="SWITCHBOARD_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
+        env_prefix="SWITCHBOARD_", env_file=".env", env_file_encoding="utf-8", extra="ignore",
+        populate_by_name=True, env_ignore_empty=True,
     )
 
     agent_id: str = Field(default="default", pattern=r"^[A-Za-z0-9_-]{1,64}$")
@@ -84,9 +85,43 @@ class Settings(BaseSettings):
     twilio_api_base: str = "https://api.twilio.com"
     twilio_from_number: str | None = None
 
+    # Channels (extra)
+    channel_send_tries: int = Field(default=4, ge=1, le=10)  # outbound send attempts per message part
+    channel_retry_base_s: float = 0.5  # first backoff after a 5xx / network error, doubled per try
+    channel_retry_max_s: float = 30.0  # longest wait, also the cap on a vendor's retry_after
+    turn_drain_timeout_s: float = 20.0  # on shutdown, how long in-flight turns may finish
+    telegram_register_webhook: bool = False  # call setWebhook(PUBLIC_URL/channels/telegram/webhook) on start
+    channel_welcome_message: str = "Hi! Ask me anything and I'll do my best to help."
+    channel_unsupported_message: str = (
+        "I can only read text for now. Please type your question (a caption on a photo works too)."
+    )
+    sms_help_message: str = "Text your question and we'll reply. Reply STOP to opt out, START to opt back in."
+    sms_resubscribed_message: str = "You're subscribed again. Text your question any time."
+    voice_language: str = "en-US"
+    voice_greeting: str = "Hello! How can I help you today?"
+    voice_filler: str = "One moment please."
+    voice_reprompt: str = "Sorry, I didn't catch that. How can I help?"
+    voice_goodbye: str = "I haven't heard anything, so I'll hang up now. Goodbye!"
+    voice_unavailable: str = "Sorry, I can't answer that right now. Is there anything else?"
+    voice_reply_deadline_s: float = 5.0  # one webhook waits this long for the reply, then filler + Redirect
+    voice_max_waits: int = 4  # fillers before giving up on a reply (each is one deadline)
+
     # Inbound feeds and outbound fetches.
     feeds_secret: SecretStr | None = None
     outbound_allow_hosts: str = ""
+
+    # Prompt and live context
+    feed_secrets: dict[str, SecretStr] = Field(default_factory=dict)  # per-feed, JSON {"feed": "secret"}
+    feeds_max_bytes: int = 256 * 1024
+    feeds_replay_window_s: int = 300
+    prompt_budgets: dict[str, int] = Field(default_factory=dict)  # section -> max tokens, JSON
+    data_injection_timeout_s: float = 15.0
+    data_injection_max_bytes: int = 1_000_000
+    data_injection_max_tokens: int = 1500
+    data_injection_retry_intervals: list[int] = Field(default_factory=lambda: [10, 60, 300])
+    timer_idle_poll_s: int = 60
+    conversation_meta_messages: int = 20
+    conversation_meta_delay_s: int = 20  # extraction waits for a pause; each turn pushes it back
 
     @property
     def llm_configured(self) -> bool:

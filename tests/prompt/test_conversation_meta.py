@@ -1,0 +1,100 @@
+"""Conversation meta: a queued job after each turn asks the LLM (structured) and stores the result."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from gateway.channel import DeliveryReport
+from gateway.models import InboundMessage
+from tests.prompt.conftest import eventually
+
+META = {
+    "name": "Ada Lovelace",
+    "contact": {"email": "ada@example.com", "phone": None},
+    "intent": "book a sea-view room for 3 nights",
+    "stage": "booking",
+    "preferences": ["sea view", "quiet floor"],
+    "summary": "Ada wants a sea-view room from 2 March.",
+}
+
+
+@dataclass
+class CollectingSink:
+    channel: str = "webchat"
+    streaming: bool = False
+    delivered: list[str] = field(default_factory=list)
+
+    async def delta(self, text: str) -> None:
+        raise AssertionError("not streaming")
+
+    async def deliver(self, text: str) -> DeliveryReport:
+        self.delivered.append(text)
+        return DeliveryReport(delivered=True)
+
+
+def _inbound(text: str, n: int) -> InboundMessage:
+    return InboundMessage(channel="webchat", external_user_id="u1", external_message_id=f"m{n}",
+                          identity="web:meta-test", text=text)
+
+
+async def test_meta_is_extracted_after_a_turn_and_feeds_the_next_prompt(worker_services, fake_openai):
+    services = worker_services
+    fake_openai.script_reply("Happy to help, Ada. Which dates?")
+    fake_openai.script_json(META)
+    sink = CollectingSink()
+    outcome = await services.pipeline.handle(
+        _inbound("Hi, I'm Ada Lovelace (ada@example.com). I'd like a quiet sea-view room.", 1), sink)
+    assert sink.delivered == ["Happy to help, Ada. Which dates?"]
+    persona_id = outcome.turn.persona.id
+    meta = await eventually(lambda: services.persona_attributes.get(persona_id, "conversation_meta"))
+    assert meta == (
+        "name: Ada Lovelace\nemail: ada@example.com\nintent: book a sea-view room for 3 nights\n"
+        "stage: booking\npreferences: sea view; quiet floor\nsummary: Ada wants a sea-view room from 2 March."
+    )
+    extraction = fake_openai.chat_requests()[-1]["body"]
+    assert extraction["response_format"]["type"] == "json_schema"
+    assert extraction["temperature"] == 0.2
+    prompt = extraction["messages"][0]["content"]
+    assert "User: Hi, I'm Ada Lovelace (ada@example.com)" in prompt
+    assert "Agent: Happy to help, Ada. Which dates?" in prompt
+    assert "No notes yet." in prompt
+    # The next turn's prompt carries the meta inside <ConversationMeta>.
+    fake_openai.script_reply("Noted.")
+    fake_openai.script_json({**META, "stage": "deciding"})
+    await services.pipeline.handle(_inbound("From 2 March please", 2), sink)
+    turn_prompt = [r for r in fake_openai.chat_requests() if "response_format" not in r["body"]][-1]
+    system = turn_prompt["body"]["messages"][0]["content"]
+    assert "<ConversationMeta>\nname: Ada Lovelace\nemail: ada@example.com" in system
+    # And the second extraction was given the current notes to update.
+    await eventually(lambda: len(fake_openai.chat_requests()) == 4)
+    second = fake_openai.chat_requests()[-1]["body"]["messages"][0]["content"]
+    assert "<CurrentNotes>\nname: Ada Lovelace" in second
+    assert await eventually(
+        lambda: _has(services.persona_attributes.get(persona_id, "conversation_meta"), "stage: deciding"))
+
+
+async def _has(value, fragment):
+    return fragment in await value
+
+
+async def test_without_an_llm_nothing_is_extracted(live_settings, clock):
+    from gateway.services import Services
+
+    settings = live_settings.model_copy(update={"llm_api_key": None, "llm_base_url": "https://api.openai.com/v1"})
+    services = Services.build(settings, run_worker=False, clock=clock)
+    try:
+        outcome = await services.pipeline.handle(_inbound("Hi, I'm Ada", 1), CollectingSink())
+        assert await services.live.conversation_meta.extract(outcome.turn.persona.id) is None
+        assert services.queues["jobs"].count == 0
+        assert await services.persona_attributes.get(outcome.turn.persona.id, "conversation_meta") == ""
+    finally:
+        await services.aclose()
+
+
+def test_schema_is_strict_json_schema():
+    from gateway.conversation_meta import SCHEMA
+
+    assert SCHEMA["additionalProperties"] is False
+    assert set(SCHEMA["required"]) == set(SCHEMA["properties"])
+    json.dumps(SCHEMA)
