@@ -5,12 +5,16 @@ from __future__ import annotations
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
-from channels import webchat
+from channels import slack, telegram, twilio_sms, twilio_voice, webchat
 from gateway.channel import ChannelAdapter, ChannelFactory
 from gateway.services import Services
 
 FACTORIES: dict[str, ChannelFactory] = {
     "webchat": webchat.build,
+    "telegram": telegram.build,
+    "slack": slack.build,
+    "twilio_sms": twilio_sms.build,
+    "twilio_voice": twilio_voice.build,
 }
 
 

@@ -1,0 +1,46 @@
+"""Sending a rendered reply part by part, and refusing unverified webhooks — shared by every vendor."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import NoReturn
+
+from channels.errors import ChannelRateLimited, ChannelUnavailable
+from channels.outbound_retry import RetryPolicy, send_with_retry
+from gateway.channel import DeliveryReport
+from gateway.errors import ChannelDeliveryError, Forbidden, Unauthorized
+from gateway.services import Services
+from gateway.turn_runner import TurnRunner
+
+__all__ = ["deliver_parts", "reject_unverified", "turn_runner"]
+
+ChannelRetryable = (ChannelRateLimited, ChannelUnavailable)
+
+
+async def deliver_parts(
+    parts: Sequence[str], send: Callable[[str], Awaitable[str]], policy: RetryPolicy, *, what: str
+) -> DeliveryReport:
+    """Send every part in order (each with retries); stop at the first part that finally fails."""
+    sent: list[str] = []
+    for i, part in enumerate(parts, 1):
+        try:
+            sent.append(await send_with_retry(lambda part=part: send(part), policy, what=f"{what} part {i}"))
+        except ChannelDeliveryError as exc:
+            where = f"part {i}/{len(parts)}: " if len(parts) > 1 else ""
+            gave_up = f" (gave up after {policy.tries} tries)" if isinstance(exc, ChannelRetryable) else ""
+            return DeliveryReport(
+                delivered=False, parts=len(parts), external_ids=tuple(sent), error=f"{where}{exc.message}{gave_up}"
+            )
+    return DeliveryReport(delivered=True, parts=len(parts), external_ids=tuple(sent))
+
+
+def reject_unverified(services: Services, channel: str, why: str, *, status: int = 401) -> NoReturn:
+    """Count the refusal and answer 401/403 before anything is parsed or stored."""
+    services.metrics.rejected.labels(channel, "signature").inc()
+    raise (Forbidden if status == 403 else Unauthorized)(why)
+
+
+def turn_runner(services: Services) -> TurnRunner:
+    if services.turns is None:
+        raise RuntimeError("Services.turns is not set: build services with Services.build")
+    return services.turns

@@ -1,0 +1,183 @@
+"""Slack on slack-bolt (FastAPI adapter): app mentions answered in their thread, and direct messages.
+
+The signing secret and the 5-minute timestamp window are checked before bolt sees the request
+(bolt checks them again); listeners persist the message, schedule the turn and return, so bolt
+acknowledges well inside Slack's 3 seconds. A redelivery (``X-Slack-Retry-Num``) carries the same
+message, whose ``channel:ts`` the pipeline has already claimed: it gets 200 and no second reply.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import aiohttp
+from fastapi import APIRouter, Request, Response
+from pydantic import BaseModel, ConfigDict, ValidationError
+from slack_bolt.adapter.fastapi.async_handler import AsyncSlackRequestHandler
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.signature import SignatureVerifier
+from slack_sdk.web.async_client import AsyncWebClient
+
+from channels.delivery import deliver_parts, reject_unverified, turn_runner
+from channels.errors import ChannelRateLimited, ChannelRejected, ChannelUnavailable
+from channels.outbound_retry import RetryPolicy
+from channels.render import render
+from gateway.channel import Capabilities, DeliveryReport
+from gateway.models import InboundMessage
+from gateway.services import Services
+
+__all__ = ["SlackAdapter", "SlackEvent", "SlackSink", "build"]
+
+log = logging.getLogger(__name__)
+CHANNEL = "slack"
+EVENTS_PATH = "/channels/slack/events"
+CAPABILITIES = Capabilities(max_length=40_000, markup="mrkdwn")
+_MENTION = re.compile(r"<@[UW][A-Z0-9]+(?:\|[^>]*)?>")
+
+
+class SlackEvent(BaseModel):
+    """The fields of a Slack ``message`` / ``app_mention`` event the gateway uses."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    type: str
+    channel: str
+    ts: str
+    user: str | None = None
+    text: str = ""
+    team: str | None = None
+    channel_type: str | None = None
+    thread_ts: str | None = None
+    subtype: str | None = None
+    bot_id: str | None = None
+
+    @property
+    def from_person(self) -> bool:
+        return self.user is not None and self.bot_id is None and self.subtype is None
+
+    def plain_text(self) -> str:
+        text = _MENTION.sub("", self.text)
+        return " ".join(text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&").split())
+
+
+class SlackSink:
+    streaming = False
+    channel = CHANNEL
+
+    def __init__(self, client: AsyncWebClient, channel_id: str, thread_ts: str | None, policy: RetryPolicy) -> None:
+        self.client = client
+        self.channel_id = channel_id
+        self.thread_ts = thread_ts
+        self.policy = policy
+
+    async def delta(self, text: str) -> None:  # pragma: no cover - not streaming
+        raise NotImplementedError
+
+    async def _send(self, part: str) -> str:
+        try:
+            resp = await self.client.chat_postMessage(
+                channel=self.channel_id, text=part, thread_ts=self.thread_ts, mrkdwn=True, unfurl_links=False
+            )
+        except SlackApiError as exc:
+            status, error = exc.response.status_code, exc.response.get("error", "unknown")
+            if status == 429 or error == "ratelimited":
+                after = exc.response.headers.get("Retry-After")
+                raise ChannelRateLimited(f"slack chat.postMessage: {error}",
+                                         retry_after_s=float(after) if after else None) from exc
+            if status >= 500:
+                raise ChannelUnavailable(f"slack chat.postMessage: HTTP {status} {error}") from exc
+            raise ChannelRejected(f"slack chat.postMessage: {error}") from exc
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise ChannelUnavailable(f"slack chat.postMessage: {type(exc).__name__}: {exc}") from exc
+        return str(resp.get("ts"))
+
+    async def deliver(self, text: str) -> DeliveryReport:
+        return await deliver_parts(render(text, CAPABILITIES), self._send, self.policy, what="slack chat.postMessage")
+
+
+class SlackAdapter:
+    name = CHANNEL
+    capabilities = CAPABILITIES
+
+    def __init__(self, services: Services, client: AsyncWebClient, signing_secret: str) -> None:
+        self.services = services
+        self.client = client
+        self.policy = RetryPolicy.from_settings(services.settings)
+        self.runner = turn_runner(services)
+        self.verifier = SignatureVerifier(signing_secret)
+        # Our own listeners only persist and schedule, so bolt may run them before it acks.
+        self.app = AsyncApp(client=client, signing_secret=signing_secret, process_before_response=True,
+                            logger=logging.getLogger("slack_bolt"))
+        self.app.event("app_mention")(self.on_mention)
+        self.app.event("message")(self.on_message)
+        self.handler = AsyncSlackRequestHandler(self.app)
+
+    async def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        await self.runner.drain()
+
+    async def events(self, request: Request) -> Response:
+        body = await request.body()
+        if not self.verifier.is_valid(
+            body,
+            request.headers.get("X-Slack-Request-Timestamp", ""),
+            request.headers.get("X-Slack-Signature", ""),
+        ):
+            reject_unverified(self.services, CHANNEL, "invalid Slack signature or stale timestamp")
+        return await self.handler.handle(request)
+
+    # bolt injects listener arguments by parameter name
+    async def on_mention(self, body: dict, event: dict) -> None:
+        await self._accept(body, event, mention=True)
+
+    async def on_message(self, body: dict, event: dict) -> None:
+        await self._accept(body, event, mention=False)
+
+    async def _accept(self, body: dict, raw: dict, *, mention: bool) -> None:
+        try:
+            event = SlackEvent.model_validate(raw)
+        except ValidationError:
+            log.info("slack event %s without the fields of a message; ignored", body.get("event_id"))
+            return
+        if not event.from_person or (not mention and event.channel_type != "im"):
+            return  # bots (ourselves included), edits and channel chatter without a mention
+        text = event.plain_text()
+        if not text:
+            return
+        team = event.team or body.get("team_id") or "-"
+        if mention:
+            reply_ts = event.thread_ts or event.ts
+            thread = f"{event.channel}:{reply_ts}"
+        else:
+            reply_ts = event.thread_ts
+            thread = f"{event.channel}:{reply_ts}" if reply_ts else event.channel
+        inbound = InboundMessage(
+            channel=CHANNEL,
+            external_user_id=f"{team}/{event.user}",
+            # channel:ts names the message itself, so an app_mention and a message event for the
+            # same message, and every redelivery of either, collapse into one turn
+            external_message_id=f"{event.channel}:{event.ts}",
+            identity=f"slack:{team}/{event.user}",
+            text=text,
+            thread=thread,
+        )
+        turn = await self.services.pipeline.accept(inbound)
+        if turn is not None:
+            self.runner.schedule(turn, SlackSink(self.client, event.channel, reply_ts, self.policy))
+
+    def router(self) -> APIRouter:
+        router = APIRouter()
+        router.add_api_route(EVENTS_PATH, self.events, methods=["POST"], include_in_schema=False)
+        return router
+
+
+def build(services: Services) -> SlackAdapter | None:
+    settings = services.settings
+    if settings.slack_bot_token is None or settings.slack_signing_secret is None:
+        return None
+    client = AsyncWebClient(token=settings.slack_bot_token.get_secret_value(), base_url=settings.slack_api_base)
+    return SlackAdapter(services, client, settings.slack_signing_secret.get_secret_value())

@@ -1,0 +1,243 @@
+"""Telegram on aiogram 3: webhook (secret-token header) or long polling, HTML replies, typing action.
+
+The webhook verifies ``X-Telegram-Bot-Api-Secret-Token`` in constant time, persists the message
+and schedules the turn, and answers 200 at once; a redelivered ``update_id`` gets 200 and nothing
+else. Replies are HTML (escaped, 4,096 characters after escaping) split into numbered parts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+
+from aiogram import Bot
+from aiogram.client.default import DefaultBotProperties
+from aiogram.client.session.aiohttp import AiohttpSession
+from aiogram.client.telegram import TelegramAPIServer
+from aiogram.exceptions import (
+    TelegramAPIError,
+    TelegramNetworkError,
+    TelegramRetryAfter,
+    TelegramServerError,
+)
+from aiogram.types import ReplyParameters, Update, User
+from fastapi import APIRouter, Request
+from pydantic import ValidationError
+
+from channels.delivery import deliver_parts, reject_unverified, turn_runner
+from channels.errors import ChannelRateLimited, ChannelRejected, ChannelUnavailable
+from channels.outbound_retry import RetryPolicy, send_with_retry
+from channels.render import render
+from channels.telegram_updates import (
+    CHANNEL,
+    ChatTarget,
+    ChatText,
+    Ignored,
+    StartCommand,
+    Unsupported,
+    read_update,
+)
+from gateway.channel import Capabilities, DeliveryReport
+from gateway.errors import BadRequest, ChannelDeliveryError, ServiceUnavailable
+from gateway.services import Services
+
+__all__ = ["TelegramAdapter", "TelegramSink", "build"]
+
+log = logging.getLogger(__name__)
+WEBHOOK_PATH = "/channels/telegram/webhook"
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+ALLOWED_UPDATES = ["message", "edited_message"]
+CAPABILITIES = Capabilities(max_length=4096, markup="html", typing=True, edit=True)
+
+
+async def _call(coro, what: str):
+    """Run one Bot API call, translating aiogram's errors into the channel error tree."""
+    try:
+        return await coro
+    except TelegramRetryAfter as exc:
+        raise ChannelRateLimited(f"telegram {what}: {exc.message}", retry_after_s=exc.retry_after) from exc
+    except (TelegramServerError, TelegramNetworkError) as exc:
+        raise ChannelUnavailable(f"telegram {what}: {type(exc).__name__}: {exc.message}") from exc
+    except TelegramAPIError as exc:
+        raise ChannelRejected(f"telegram {what}: {type(exc).__name__}: {exc.message}") from exc
+
+
+class TelegramSink:
+    streaming = False
+    channel = CHANNEL
+    typing_interval_s = 4.5  # Telegram shows the action for about 5 s
+
+    def __init__(self, bot: Bot, target: ChatTarget, policy: RetryPolicy) -> None:
+        self.bot = bot
+        self.target = target
+        self.policy = policy
+
+    async def delta(self, text: str) -> None:  # pragma: no cover - not streaming
+        raise NotImplementedError
+
+    async def typing(self) -> None:
+        await _call(self.bot.send_chat_action(self.target.chat_id, "typing",
+                                              message_thread_id=self.target.thread_id), "sendChatAction")
+
+    async def _send(self, part: str) -> str:
+        reply = None
+        if self.target.reply_to is not None:
+            reply = ReplyParameters(message_id=self.target.reply_to, allow_sending_without_reply=True)
+        sent = await _call(
+            self.bot.send_message(self.target.chat_id, part, message_thread_id=self.target.thread_id,
+                                  reply_parameters=reply),
+            "sendMessage",
+        )
+        return str(sent.message_id)
+
+    async def deliver(self, text: str) -> DeliveryReport:
+        return await deliver_parts(render(text, CAPABILITIES), self._send, self.policy, what="telegram sendMessage")
+
+    async def say(self, text: str) -> None:
+        """A canned answer outside a turn; raises if it finally fails (the runner logs it)."""
+        report = await self.deliver(text)
+        if not report.delivered:
+            raise ChannelDeliveryError(report.error or "telegram send failed")
+
+
+class TelegramAdapter:
+    name = CHANNEL
+    capabilities = CAPABILITIES
+
+    def __init__(self, services: Services, bot: Bot) -> None:
+        self.services = services
+        self.settings = services.settings
+        self.bot = bot
+        self.policy = RetryPolicy.from_settings(services.settings)
+        self.runner = turn_runner(services)
+        self._me: User | None = None
+        self._poller: asyncio.Task[None] | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    async def start(self) -> None:
+        if self.settings.telegram_mode == "polling":
+            await send_with_retry(lambda: _call(self.bot.delete_webhook(), "deleteWebhook"), self.policy)
+            self._poller = asyncio.create_task(self._poll(), name="telegram polling")
+        elif self.settings.telegram_register_webhook:
+            await self._register_webhook()
+
+    async def stop(self) -> None:
+        if self._poller is not None:
+            self._poller.cancel()
+            await asyncio.gather(self._poller, return_exceptions=True)
+        await self.runner.drain()  # in-flight replies still need the HTTP session below
+        await self.bot.session.close()
+
+    async def _register_webhook(self) -> None:
+        secret = self.settings.telegram_webhook_secret
+        url = self.settings.public_url.rstrip("/") + WEBHOOK_PATH
+        try:
+            await send_with_retry(
+                lambda: _call(self.bot.set_webhook(
+                    url, secret_token=secret.get_secret_value() if secret else None,
+                    allowed_updates=ALLOWED_UPDATES,
+                ), "setWebhook"),
+                self.policy, what="telegram setWebhook",
+            )
+        except ChannelDeliveryError as exc:  # the gateway still serves other channels
+            log.error("could not register the Telegram webhook at %s: %s", url, exc.message)
+            return
+        log.info("telegram webhook registered at %s", url)
+
+    async def me(self) -> User:
+        if self._me is None:
+            try:
+                self._me = await send_with_retry(lambda: _call(self.bot.me(), "getMe"), self.policy, what="getMe")
+            except ChannelDeliveryError as exc:
+                raise ServiceUnavailable(f"telegram getMe failed: {exc.message}") from exc
+        return self._me
+
+    # -- inbound -------------------------------------------------------------------------------
+    def verify(self, request: Request) -> None:
+        secret = self.settings.telegram_webhook_secret
+        given = request.headers.get(SECRET_HEADER, "")
+        if secret is None or not hmac.compare_digest(given.encode(), secret.get_secret_value().encode()):
+            reject_unverified(self.services, CHANNEL, f"missing or wrong {SECRET_HEADER}")
+
+    async def webhook(self, request: Request) -> dict:
+        self.verify(request)
+        try:
+            update = Update.model_validate_json(await request.body(), context={"bot": self.bot})
+        except ValidationError as exc:
+            raise BadRequest("body is not a Telegram Update") from exc
+        await self.process(update)
+        return {"ok": True}
+
+    async def process(self, update: Update) -> None:
+        event = read_update(update, await self.me())
+        if isinstance(event, Ignored):
+            log.debug("telegram update %s ignored: %s", update.update_id, event.reason)
+            return
+        if isinstance(event, ChatText):
+            turn = await self.services.pipeline.accept(event.inbound)
+            if turn is not None:
+                self.runner.schedule(turn, TelegramSink(self.bot, event.target, self.policy))
+            return
+        if not await self.services.store.claim_once(CHANNEL, "update", str(update.update_id)):
+            self.services.metrics.duplicates.labels(CHANNEL).inc()
+            return
+        if isinstance(event, StartCommand):
+            await self._restart(event)
+            text = self.settings.channel_welcome_message
+        else:
+            assert isinstance(event, Unsupported)
+            text = self.settings.channel_unsupported_message
+        sink = TelegramSink(self.bot, event.target, self.policy)
+        self.runner.spawn(sink.say(text), what=f"telegram canned reply to update {update.update_id}")
+
+    async def _restart(self, event: StartCommand) -> None:
+        """``/start`` ends the chat's current conversation; the next message begins a fresh one."""
+        store = self.services.store
+        persona = await store.resolve_persona(event.identity, event.display_name)
+        current = await store.active_conversation(persona.id, CHANNEL, event.thread)
+        if current is not None:
+            await self.services.sessions.end(current, "restart")
+
+    async def _poll(self) -> None:
+        offset: int | None = None
+        failures = 0
+        while True:
+            try:
+                updates = await _call(self.bot.get_updates(offset=offset, timeout=25, request_timeout=35,
+                                                           allowed_updates=ALLOWED_UPDATES), "getUpdates")
+                failures = 0
+            except (ChannelRateLimited, ChannelUnavailable) as exc:
+                failures += 1
+                wait = self.policy.delay(min(failures, 6), exc)
+                log.warning("telegram polling failed: %s; again in %.1fs", exc.message, wait)
+                await asyncio.sleep(wait)
+                continue
+            for update in updates:
+                offset = update.update_id + 1
+                try:
+                    await self.process(update)
+                except Exception:  # the top of a polled delivery: log it and go on with the next
+                    log.exception("telegram update %s failed", update.update_id)
+
+    def router(self) -> APIRouter:
+        router = APIRouter()
+        router.add_api_route(WEBHOOK_PATH, self.webhook, methods=["POST"], include_in_schema=False)
+        return router
+
+
+def make_bot(services: Services) -> Bot | None:
+    token = services.settings.telegram_bot_token
+    if token is None:
+        return None
+    session = AiohttpSession(api=TelegramAPIServer.from_base(services.settings.telegram_api_base))
+    return Bot(token.get_secret_value(), session=session, default=DefaultBotProperties(parse_mode="HTML"))
+
+
+def build(services: Services) -> TelegramAdapter | None:
+    bot = make_bot(services)
+    if bot is None:
+        return None
+    if services.settings.telegram_mode == "webhook" and services.settings.telegram_webhook_secret is None:
+        log.warning("telegram webhook mode needs SWITCHBOARD_TELEGRAM_WEBHOOK_SECRET; every update will be refused")
+    return TelegramAdapter(services, bot)

@@ -1,0 +1,138 @@
+"""Telegram ``Update`` → what the adapter should do with it. The only place Telegram payloads are read.
+
+Private chats always reach the bot; in groups only messages that mention it (``@username`` or a
+text mention) or reply to one of its messages do. Captions count as text; a message with no text
+(photo, voice note, sticker, location …) gets a plain answer. File URLs are never built here:
+attachments keep the ``file_id`` only (a download URL carries the bot token).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiogram.types import Message, Update, User
+
+from gateway.models import Attachment, InboundMessage
+
+__all__ = ["ChatText", "ChatTarget", "Ignored", "StartCommand", "TelegramEvent", "Unsupported", "read_update"]
+
+CHANNEL = "telegram"
+_NON_TEXT = ("photo", "voice", "video_note", "video", "audio", "document", "sticker", "animation",
+             "location", "venue", "contact", "poll", "dice")
+
+
+@dataclass(frozen=True)
+class ChatTarget:
+    """Where a reply goes: the chat, the forum topic, and (in groups) the message it answers."""
+
+    chat_id: int
+    thread_id: int | None = None
+    reply_to: int | None = None
+
+
+@dataclass(frozen=True)
+class Ignored:
+    reason: str
+
+
+@dataclass(frozen=True)
+class Unsupported:
+    target: ChatTarget
+    kind: str
+
+
+@dataclass(frozen=True)
+class StartCommand:
+    target: ChatTarget
+    identity: str
+    thread: str
+    display_name: str | None
+
+
+@dataclass(frozen=True)
+class ChatText:
+    target: ChatTarget
+    inbound: InboundMessage
+
+
+TelegramEvent = Ignored | Unsupported | StartCommand | ChatText
+
+
+def _attachments(msg: Message) -> tuple[Attachment, ...]:
+    found = []
+    if msg.photo:
+        largest = max(msg.photo, key=lambda p: p.width * p.height)
+        found.append(Attachment(kind="photo", file_id=largest.file_id, size=largest.file_size))
+    for kind in ("voice", "video", "audio", "document", "animation", "video_note"):
+        media = getattr(msg, kind)
+        if media is not None:
+            found.append(Attachment(kind=kind, file_id=media.file_id, mime_type=getattr(media, "mime_type", None),
+                                    size=media.file_size))
+    if msg.sticker is not None:
+        found.append(Attachment(kind="sticker", file_id=msg.sticker.file_id, description=msg.sticker.emoji))
+    if msg.location is not None:
+        found.append(Attachment(kind="location",
+                                description=f"{msg.location.latitude},{msg.location.longitude}"))
+    return tuple(found)
+
+
+def _kind(msg: Message) -> str:
+    return next((k for k in _NON_TEXT if getattr(msg, k, None)), "message")
+
+
+def _addressed_to_bot(msg: Message, me: User) -> tuple[bool, str]:
+    """Whether a group message is for the bot, and its text without the mention."""
+    text = msg.text or msg.caption or ""
+    entities = msg.entities or msg.caption_entities or []
+    handle = f"@{me.username}".lower() if me.username else None
+    mentions = []
+    for entity in entities:
+        piece = entity.extract_from(text)
+        if entity.type == "mention" and handle and piece.lower() == handle:
+            mentions.append(piece)
+        elif entity.type == "text_mention" and entity.user and entity.user.id == me.id:
+            mentions.append(piece)
+        elif entity.type == "bot_command" and handle and piece.lower().endswith(handle):
+            return True, text
+    replied = msg.reply_to_message is not None and msg.reply_to_message.from_user is not None \
+        and msg.reply_to_message.from_user.id == me.id
+    for piece in mentions:
+        text = text.replace(piece, "", 1)
+    return bool(mentions) or replied, " ".join(text.split()) if mentions else text
+
+
+def read_update(update: Update, me: User) -> TelegramEvent:
+    msg = update.message
+    if msg is None:
+        kind = "edit" if update.edited_message or update.edited_channel_post else "other update"
+        return Ignored(kind)
+    if msg.from_user is None or msg.from_user.is_bot:
+        return Ignored("not from a person")
+    private = msg.chat.type == "private"
+    text = msg.text or msg.caption
+    if private:
+        addressed = True
+    else:
+        addressed, text = _addressed_to_bot(msg, me)
+        if not addressed:
+            return Ignored("group message not for the bot")
+    topic = msg.message_thread_id if msg.is_topic_message else None
+    target = ChatTarget(msg.chat.id, topic, None if private else msg.message_id)
+    thread = f"{msg.chat.id}:{topic}" if topic else str(msg.chat.id)
+    identity = f"telegram:{msg.from_user.id}"
+    command = (text or "").strip().split("@", 1)[0].split(maxsplit=1)
+    if command and command[0] == "/start":
+        return StartCommand(target, identity, thread, msg.from_user.full_name)
+    if not text or not text.strip():
+        return Unsupported(target, _kind(msg))
+    inbound = InboundMessage(
+        channel=CHANNEL,
+        external_user_id=str(msg.from_user.id),
+        external_message_id=str(update.update_id),
+        identity=identity,
+        text=text.strip(),
+        thread=thread,
+        attachments=_attachments(msg),
+        display_name=msg.from_user.full_name,
+    )
+    return ChatText(target, inbound)

@@ -1,0 +1,125 @@
+"""Twilio plumbing shared by SMS and voice: the async REST client, webhook signatures, typed webhooks.
+
+The REST client is twilio's own ``Client`` on ``AsyncTwilioHttpClient`` (``create_async``: nothing
+blocks the event loop), with its ``Api`` domain pointed at ``SWITCHBOARD_TWILIO_API_BASE``.
+Webhooks are verified with ``RequestValidator`` against ``SWITCHBOARD_PUBLIC_URL`` + path + query,
+the URL Twilio was given, so verification works behind a proxy that rewrites host or scheme.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from typing import Any
+
+import aiohttp
+from fastapi import Request
+from pydantic import BaseModel, ConfigDict, Field
+from twilio.base.exceptions import TwilioRestException
+from twilio.http.async_http_client import AsyncTwilioHttpClient
+from twilio.http.response import Response as TwilioResponse
+from twilio.request_validator import RequestValidator, get_signature_algorithm
+from twilio.rest import Client
+
+from channels.delivery import reject_unverified
+from channels.errors import ChannelRateLimited, ChannelRejected, ChannelUnavailable
+from gateway.services import Services
+
+__all__ = ["CallWebhook", "SmsWebhook", "TwilioRest", "verified_form"]
+
+SIGNATURE_HEADER = "X-Twilio-Signature"
+SETTINGS_HEADER = "X-Twilio-Webhooks-Signature-Settings"
+# twilio's exceptions drop the response headers; each send reads its own Retry-After from here
+_last_headers: contextvars.ContextVar[Any] = contextvars.ContextVar("twilio_last_headers", default=None)
+
+
+class _HeaderKeepingHttpClient(AsyncTwilioHttpClient):
+    async def request(self, *args: Any, **kwargs: Any) -> TwilioResponse:
+        response = await super().request(*args, **kwargs)
+        _last_headers.set(response.headers)
+        return response
+
+
+class SmsWebhook(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+    message_sid: str = Field(alias="MessageSid")
+    from_: str = Field(alias="From")
+    to: str = Field(alias="To")
+    body: str = Field(default="", alias="Body")
+    num_media: int = Field(default=0, alias="NumMedia")
+
+
+class CallWebhook(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+    call_sid: str = Field(alias="CallSid")
+    from_: str = Field(alias="From")
+    to: str = Field(alias="To")
+    call_status: str | None = Field(default=None, alias="CallStatus")
+    direction: str | None = Field(default=None, alias="Direction")
+    speech_result: str | None = Field(default=None, alias="SpeechResult")
+    confidence: float | None = Field(default=None, alias="Confidence")
+
+
+async def verified_form(request: Request, services: Services, channel: str) -> dict[str, str]:
+    """The webhook's form parameters, once ``X-Twilio-Signature`` proved Twilio sent them; else 403."""
+    token = services.settings.twilio_auth_token
+    form = await request.form()
+    url = services.settings.public_url.rstrip("/") + request.url.path
+    if request.url.query:
+        url += "?" + request.url.query
+    signature = request.headers.get(SIGNATURE_HEADER, "")
+    algorithm = get_signature_algorithm(request.headers.get(SETTINGS_HEADER))
+    if token is None or not signature or not RequestValidator(token.get_secret_value()).validate(
+        url, form, signature, algorithm
+    ):
+        reject_unverified(services, channel, f"missing or wrong {SIGNATURE_HEADER}", status=403)
+    return {k: v for k, v in form.items() if isinstance(v, str)}
+
+
+class TwilioRest:
+    """Sends SMS through twilio's REST client; vendor errors leave as the channel error tree."""
+
+    def __init__(self, services: Services) -> None:
+        self.settings = services.settings
+        self.from_number = services.settings.twilio_from_number
+        self._http: _HeaderKeepingHttpClient | None = None
+        self._client: Client | None = None
+
+    def _rest(self) -> Client:
+        """Built on first use, inside the running loop its aiohttp session belongs to."""
+        if self._client is None:
+            settings = self.settings
+            assert settings.twilio_auth_token is not None
+            self._http = _HeaderKeepingHttpClient(timeout=15)
+            # a non-empty environment keeps twilio from reading TWILIO_EDGE / TWILIO_REGION from os.environ
+            self._client = Client(settings.twilio_account_sid, settings.twilio_auth_token.get_secret_value(),
+                                  http_client=self._http, environment={"SWITCHBOARD": "1"})
+            self._client.api.base_url = settings.twilio_api_base.rstrip("/")
+        return self._client
+
+    async def close(self) -> None:
+        if self._http is not None:
+            await self._http.close()
+
+    async def send_sms(self, to: str, body: str, from_: str | None = None) -> str:
+        sender = from_ or self.from_number
+        try:
+            message = await self._rest().messages.create_async(to=to, from_=sender, body=body)
+        except TwilioRestException as exc:
+            detail = f"twilio Messages: HTTP {exc.status} {exc.code or ''} {exc.msg}".strip()
+            if exc.status == 429:
+                headers = _last_headers.get()
+                after = headers.get("Retry-After") if headers is not None else None
+                raise ChannelRateLimited(detail, retry_after_s=float(after) if after else None) from exc
+            if exc.status >= 500:
+                raise ChannelUnavailable(detail) from exc
+            raise ChannelRejected(detail) from exc
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise ChannelUnavailable(f"twilio Messages: {type(exc).__name__}: {exc}") from exc
+        return str(message.sid)
+
+
+def twilio_configured(services: Services) -> bool:
+    s = services.settings
+    return bool(s.twilio_account_sid and s.twilio_auth_token)

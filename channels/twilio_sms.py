@@ -1,0 +1,153 @@
+"""Twilio SMS: empty TwiML at once, the reply later through the REST API; STOP/START/HELP respected.
+
+A number that texted STOP gets nothing until it texts START (checked again just before each
+send, so a STOP that arrives mid-turn still wins). HELP is answered in the webhook's own TwiML.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import APIRouter, Request, Response
+from pydantic import ValidationError
+from twilio.twiml.messaging_response import MessagingResponse
+
+from channels.delivery import deliver_parts, turn_runner
+from channels.errors import ChannelRejected
+from channels.outbound_retry import RetryPolicy
+from channels.render import render
+from channels.twilio_rest import SmsWebhook, TwilioRest, twilio_configured, verified_form
+from gateway.channel import Capabilities, DeliveryReport
+from gateway.errors import BadRequest
+from gateway.models import Attachment, InboundMessage
+from gateway.services import Services
+from gateway.store import RedisStore
+
+__all__ = ["OptOuts", "SmsSink", "TwilioSmsAdapter", "build", "keyword"]
+
+log = logging.getLogger(__name__)
+CHANNEL = "twilio_sms"
+SMS_PATH = "/channels/twilio/sms"
+CAPABILITIES = Capabilities(max_length=1600, markup="plain")
+# Twilio's default opt-out keywords (Advanced Opt-Out off or on, these are the standard sets)
+STOP_WORDS = frozenset({"STOP", "STOPALL", "UNSUBSCRIBE", "CANCEL", "END", "QUIT", "OPTOUT", "REVOKE"})
+START_WORDS = frozenset({"START", "YES", "UNSTOP"})
+HELP_WORDS = frozenset({"HELP", "INFO"})
+
+
+def keyword(body: str) -> str | None:
+    word = body.strip().strip(".!").upper()
+    if word in STOP_WORDS:
+        return "stop"
+    if word in START_WORDS:
+        return "start"
+    if word in HELP_WORDS:
+        return "help"
+    return None
+
+
+def twiml(text: str | None = None) -> Response:
+    reply = MessagingResponse()
+    if text:
+        reply.message(text)
+    return Response(str(reply), media_type="application/xml")
+
+
+class OptOuts:
+    def __init__(self, store: RedisStore) -> None:
+        self.store = store
+        self.key = store.key("sms", "opted_out")
+
+    async def stop(self, number: str) -> None:
+        await self.store.redis.sadd(self.key, number)
+
+    async def start(self, number: str) -> None:
+        await self.store.redis.srem(self.key, number)
+
+    async def opted_out(self, number: str) -> bool:
+        return bool(await self.store.redis.sismember(self.key, number))
+
+
+class SmsSink:
+    streaming = False
+    channel = CHANNEL
+
+    def __init__(self, rest: TwilioRest, opt_outs: OptOuts, to: str, from_: str, policy: RetryPolicy) -> None:
+        self.rest = rest
+        self.opt_outs = opt_outs
+        self.to = to
+        self.from_ = from_
+        self.policy = policy
+
+    async def delta(self, text: str) -> None:  # pragma: no cover - not streaming
+        raise NotImplementedError
+
+    async def _send(self, part: str) -> str:
+        if await self.opt_outs.opted_out(self.to):
+            raise ChannelRejected("recipient opted out (STOP)")
+        return await self.rest.send_sms(self.to, part, self.from_)
+
+    async def deliver(self, text: str) -> DeliveryReport:
+        return await deliver_parts(render(text, CAPABILITIES), self._send, self.policy, what="twilio SMS")
+
+
+class TwilioSmsAdapter:
+    name = CHANNEL
+    capabilities = CAPABILITIES
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.rest = TwilioRest(services)
+        self.opt_outs = OptOuts(services.store)
+        self.policy = RetryPolicy.from_settings(services.settings)
+        self.runner = turn_runner(services)
+
+    async def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        await self.runner.drain()
+        await self.rest.close()
+
+    async def sms(self, request: Request) -> Response:
+        form = await verified_form(request, self.services, CHANNEL)
+        try:
+            sms = SmsWebhook.model_validate(form)
+        except ValidationError as exc:
+            raise BadRequest("not a Twilio SMS webhook (MessageSid, From, To expected)") from exc
+        settings = self.services.settings
+        match keyword(sms.body):
+            case "stop":
+                await self.opt_outs.stop(sms.from_)
+                return twiml()  # Twilio confirms the opt-out itself
+            case "start":
+                await self.opt_outs.start(sms.from_)
+                return twiml(settings.sms_resubscribed_message)
+            case "help":
+                return twiml(settings.sms_help_message)
+        if await self.opt_outs.opted_out(sms.from_):
+            log.info("SMS %s from an opted-out number; not answered", sms.message_sid)
+            return twiml()
+        if not sms.body.strip():
+            return twiml(settings.channel_unsupported_message)
+        inbound = InboundMessage(
+            channel=CHANNEL,
+            external_user_id=sms.from_,
+            external_message_id=sms.message_sid,
+            identity=f"phone:{sms.from_}",
+            text=sms.body.strip(),
+            attachments=tuple(Attachment(kind="media") for _ in range(sms.num_media)),
+        )
+        turn = await self.services.pipeline.accept(inbound)
+        if turn is not None:
+            self.runner.schedule(turn, SmsSink(self.rest, self.opt_outs, sms.from_, sms.to, self.policy))
+        return twiml()
+
+    def router(self) -> APIRouter:
+        router = APIRouter()
+        router.add_api_route(SMS_PATH, self.sms, methods=["POST"], include_in_schema=False)
+        return router
+
+
+def build(services: Services) -> TwilioSmsAdapter | None:
+    return TwilioSmsAdapter(services) if twilio_configured(services) else None

@@ -1,0 +1,162 @@
+"""The channel contract, run against every messaging channel through its real webhook and vendor client.
+
+Each case asserts what a user or operator would notice: what the fake vendor API received, what
+the gateway stored in Redis, what the metrics say.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import time
+from dataclasses import dataclass
+
+import httpx
+import pytest
+
+from gateway.models import DeliveryStatus, Role
+from tests.channels import vendors
+from tests.channels.conftest import metric, settle, wait_until
+from tests.fakes.recording import Recorder
+
+
+@dataclass
+class Harness:
+    """How the contract talks to one channel: deliver a user message, read what the user got."""
+
+    name: str
+    limit: int
+    identity: str
+    method: str
+    fakes: dict
+
+    @property
+    def recorder(self) -> Recorder:
+        return self.fakes[self.name].recorder
+
+    def deliver(self, client: httpx.Client, text: str, *, key: str, signed: bool = True,
+                retry: bool = False) -> httpx.Response:
+        if self.name == "telegram":
+            update = vendors.telegram_update(vendors.telegram_message(text), update_id=int(key))
+            return vendors.post_telegram(client, update, vendors.TELEGRAM_SECRET if signed else "wrong-secret")
+        if self.name == "slack":
+            event = vendors.slack_event(text, kind="message", channel="D0DIRECT01", ts=f"{key}.000100")
+            envelope = vendors.slack_envelope(event, event_id=f"Ev{key}")
+            secret = vendors.SLACK_SECRET if signed else "not-the-signing-secret"
+            return vendors.post_slack(client, envelope, secret=secret, retry_num=1 if retry else None)
+        params = vendors.sms_params(text, sid=f"SM{key}")
+        return vendors.post_twilio(client, "/channels/twilio/sms", params,
+                                   token=self.fakes[self.name].auth_token if signed else "wrong-token")
+
+    def replies(self) -> list[str]:
+        fake = self.fakes[self.name]
+        if self.name == "slack":
+            return [html.unescape(t) for t in fake.sent_texts()]  # mrkdwn escapes &, <, > as entities
+        if self.name == "telegram":
+            return [html.unescape(t) for t in fake.sent_texts()]
+        return fake.sent_texts()
+
+    def attempts(self) -> list:
+        return self.recorder.received(self.method, ok_only=False)
+
+
+CHANNELS = ["telegram", "slack", "twilio_sms"]
+LIMITS = {"telegram": 4096, "slack": 40_000, "twilio_sms": 1600}
+IDENTITIES = {"telegram": f"telegram:{vendors.USER_ID}", "slack": "slack:T0TEST001/U0ADA0001",
+              "twilio_sms": f"phone:{vendors.CALLER}"}
+METHODS = {"telegram": "sendMessage", "slack": "chat.postMessage", "twilio_sms": "Messages"}
+
+
+@pytest.fixture(params=CHANNELS)
+def channel(request, fake_telegram, fake_slack, fake_twilio) -> Harness:
+    name = request.param
+    fakes = {"telegram": fake_telegram, "slack": fake_slack, "twilio_sms": fake_twilio}
+    return Harness(name, LIMITS[name], IDENTITIES[name], METHODS[name], fakes)
+
+
+def _key() -> str:
+    return str(vendors.next_id())
+
+
+def test_bad_signature_is_refused_nothing_stored_and_counted(channel, client, stored, fake_openai):
+    resp = channel.deliver(client, "hello there", key=_key(), signed=False)
+    assert resp.status_code in (401, 403)
+    assert resp.json()["error"] in ("unauthorized", "forbidden")
+    time.sleep(0.2)
+    assert stored.keys("msg:*") == [] and stored.keys("dedup:*") == [] and stored.keys("identity:*") == []
+    assert fake_openai.chat_requests() == []
+    assert channel.replies() == []
+    assert metric(client, f'switchboard_rejected_requests_total{{channel="{channel.name}",reason="signature"}}') == 1
+
+
+def test_duplicate_delivery_gets_exactly_one_reply(channel, client, live, stored, fake_openai):
+    key = _key()
+    first = channel.deliver(client, "When do you open?", key=key)
+    again = channel.deliver(client, "When do you open?", key=key, retry=True)
+    assert first.status_code == 200 and again.status_code == 200
+    settle(live)
+    time.sleep(0.1)
+    assert channel.replies() == ["echo: When do you open?"]
+    assert len(fake_openai.chat_requests()) == 1
+    assert [(m.role, m.text) for m in stored.messages(channel.identity)] == [
+        (Role.USER, "When do you open?"), (Role.AGENT, "echo: When do you open?")]
+    assert metric(client, f'switchboard_duplicate_messages_total{{channel="{channel.name}"}}') == 1
+
+
+def _long_reply(limit: int) -> str:
+    sentence = "Our <premium> plan & the basic plan differ in support hours, limits and price. "
+    paragraphs, size, i = [], 0, 0
+    while size < limit * 2.3:
+        i += 1
+        para = f"Section {i}: " + sentence * (3 + i % 5)
+        paragraphs.append(para.strip())
+        size += len(para)
+    return "\n\n".join(paragraphs)
+
+
+def _words(text: str) -> list[str]:
+    return text.split()
+
+
+def test_long_reply_is_split_within_the_limit_into_numbered_parts(channel, client, live, fake_openai):
+    original = _long_reply(channel.limit)
+    fake_openai.script_reply(original)
+    channel.deliver(client, "Compare the plans", key=_key())
+    settle(live, timeout=20)
+    raw = channel.fakes[channel.name].sent_texts()
+    assert len(raw) >= 3
+    assert all(len(part) <= channel.limit for part in raw), [len(p) for p in raw]
+    parts = channel.replies()
+    n = len(parts)
+    body = []
+    for i, part in enumerate(parts, 1):
+        assert part.startswith(f"({i}/{n}) "), part[:20]
+        body.append(part[len(f"({i}/{n}) "):])
+        assert re.search(r"[.:]\s*$|\d$", body[-1].rstrip()), "a part ends mid-sentence"
+    assert _words(" ".join(body)) == _words(original)
+
+
+def test_rate_limited_send_is_retried_after_retry_after_then_delivered(channel, client, live, stored):
+    channel.recorder.fail(channel.method, 429, retry_after=1)
+    channel.deliver(client, "hi", key=_key())
+    settle(live)
+    attempts = channel.attempts()
+    assert [a.status for a in attempts] == [429, 200 if channel.name != "twilio_sms" else 201]
+    assert attempts[1].at - attempts[0].at >= 0.9
+    assert channel.replies() == ["echo: hi"]
+    agent = [m for m in stored.messages(channel.identity) if m.role == Role.AGENT]
+    assert agent[0].delivery == DeliveryStatus.DELIVERED and agent[0].delivery_error is None
+
+
+def test_send_failing_forever_is_recorded_as_failed_on_the_message_and_trace(channel, client, live, stored):
+    channel.recorder.fail_always(channel.method, 500)
+    channel.deliver(client, "hi", key=_key())
+    settle(live)
+    assert len(channel.attempts()) == live.services.settings.channel_send_tries
+    assert channel.replies() == []
+    agent = wait_until(lambda: [m for m in stored.messages(channel.identity) if m.role == Role.AGENT])[0]
+    assert agent.delivery == DeliveryStatus.FAILED
+    assert f"gave up after {live.services.settings.channel_send_tries} tries" in agent.delivery_error
+    trace = stored.traces(agent)[0]
+    assert trace.delivery_error == agent.delivery_error and trace.reply == "echo: hi"
+    assert metric(client, f'switchboard_delivery_failures_total{{channel="{channel.name}"}}') == 1

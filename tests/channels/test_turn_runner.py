@@ -1,0 +1,43 @@
+"""Ack fast, work after: background turns survive a graceful shutdown, or are recorded when they cannot."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.app import create_app
+from tests.channels import vendors
+from tests.channels.conftest import Stored
+from tests.fakes.live_server import LiveServer
+
+
+def _post_then_stop(channel_settings, text: str) -> LiveServer:
+    import httpx
+
+    server = LiveServer(create_app(channel_settings)).start()
+    server.services = server.server.config.app.state.services
+    with httpx.Client(base_url=server.url, timeout=10) as client:
+        assert vendors.post_telegram(client, vendors.telegram_update(vendors.telegram_message(text))).status_code == 200
+    server.stop()
+    return server
+
+
+def test_shutdown_waits_for_the_turn_in_flight(channel_settings, fake_telegram, fake_openai):
+    fake_openai.script_reply("finished during shutdown", delay_s=0.6)
+    _post_then_stop(channel_settings, "slow question")
+    assert fake_telegram.sent_texts() == ["finished during shutdown"]
+
+
+@pytest.fixture
+def short_drain(channel_overrides):
+    channel_overrides["turn_drain_timeout_s"] = 0.2
+
+
+def test_a_turn_cut_off_by_shutdown_is_recorded_on_its_trace(short_drain, channel_settings, fake_telegram,
+                                                             fake_openai):
+    fake_openai.script_reply("too late", delay_s=4)
+    server = _post_then_stop(channel_settings, "very slow question")
+    assert fake_telegram.sent_texts() == []
+    stored = Stored(server)
+    [user] = stored.messages(f"telegram:{vendors.USER_ID}")
+    [trace] = stored.traces(user)
+    assert trace.user_message_id == user.id and "cancelled at shutdown" in trace.error

@@ -1,0 +1,120 @@
+"""Twilio voice: the TwiML each webhook returns, and what the call leaves stored."""
+
+from __future__ import annotations
+
+import uuid
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from gateway.models import Role
+from tests.channels import vendors
+from tests.channels.conftest import metric, settle, wait_until
+
+TURN = vendors.PUBLIC_URL + "/channels/twilio/voice/turn"
+
+
+def _call_sid() -> str:
+    return "CA" + uuid.uuid4().hex
+
+
+def _post(client, path: str, call_sid: str, **extra):
+    resp = vendors.post_twilio(client, path, vendors.call_params(call_sid, **extra))
+    assert resp.status_code in (200, 204), resp.text
+    return resp
+
+
+def _twiml(resp) -> ET.Element:
+    assert resp.headers["content-type"].startswith("application/xml")
+    return ET.fromstring(resp.text)
+
+
+def test_incoming_call_greets_inside_a_barge_in_speech_gather(client):
+    root = _twiml(_post(client, "/channels/twilio/voice", _call_sid(), CallStatus="ringing"))
+    gather, redirect = list(root)
+    assert gather.tag == "Gather" and gather.get("input") == "speech" and gather.get("bargeIn") == "true"
+    assert gather.get("action") == TURN + "?n=1" and gather.get("speechTimeout") == "auto"
+    assert gather.find("Say").text == "Hello! How can I help you today?"
+    assert redirect.tag == "Redirect" and redirect.text == TURN + "?n=1&quiet=1"
+
+
+def test_speech_turn_is_answered_with_say_inside_the_next_gather(client, live, fake_openai, stored):
+    fake_openai.script_reply("We're open **9 to 5** 🙂 — details at https://example.com/hours.")
+    sid = _call_sid()
+    root = _twiml(_post(client, "/channels/twilio/voice/turn?n=1", sid, SpeechResult="When are you open?",
+                        Confidence="0.92"))
+    gather = root.find("Gather")
+    assert gather.get("action") == TURN + "?n=2" and gather.get("bargeIn") == "true"
+    assert gather.find("Say").text == "We're open 9 to 5 — details at"
+    assert root.find("Redirect").text == TURN + "?n=2&quiet=1"
+    settle(live)
+    [user, agent] = stored.messages(f"phone:{vendors.CALLER}")
+    assert (user.text, user.channel, agent.role) == ("When are you open?", "twilio_voice", Role.AGENT)
+
+
+@pytest.fixture
+def short_deadline(channel_overrides):
+    channel_overrides["voice_reply_deadline_s"] = 0.3
+
+
+def test_slow_reply_says_a_filler_and_redirects_to_pick_it_up(short_deadline, client, live, fake_openai):
+    fake_openai.script_reply("Here is the slow answer.", delay_s=0.8)
+    sid = _call_sid()
+    first = _twiml(_post(client, "/channels/twilio/voice/turn?n=1", sid, SpeechResult="something slow"))
+    assert [el.tag for el in first] == ["Say", "Redirect"]
+    assert first.find("Say").text == "One moment please."
+    assert first.find("Redirect").text == TURN + "?n=1&wait=1"
+    picked = None
+    for wait in range(1, 6):
+        root = _twiml(_post(client, f"/channels/twilio/voice/turn?n=1&wait={wait}", sid))
+        if root.find("Gather") is not None:
+            picked = root
+            break
+    assert picked is not None and picked.find("Gather/Say").text == "Here is the slow answer."
+    assert len(fake_openai.chat_requests()) == 1
+
+
+def test_twilio_retry_of_a_turn_webhook_is_one_turn_with_the_same_reply(client, live, fake_openai):
+    sid = _call_sid()
+    a = _twiml(_post(client, "/channels/twilio/voice/turn?n=1", sid, SpeechResult="hello"))
+    b = _twiml(_post(client, "/channels/twilio/voice/turn?n=1", sid, SpeechResult="hello"))
+    assert a.find("Gather/Say").text == b.find("Gather/Say").text == "echo: hello"
+    settle(live)
+    assert len(fake_openai.chat_requests()) == 1
+    assert metric(client, 'switchboard_duplicate_messages_total{channel="twilio_voice"}') == 1
+
+
+def test_silence_reprompts_once_then_hangs_up_politely(client):
+    sid = _call_sid()
+    first = _twiml(_post(client, "/channels/twilio/voice/turn?n=1&quiet=1", sid))
+    assert first.find("Gather/Say").text == "Sorry, I didn't catch that. How can I help?"
+    assert first.find("Gather").get("action") == TURN + "?n=1"
+    assert first.find("Redirect").text == TURN + "?n=1&quiet=2"
+    second = _twiml(_post(client, "/channels/twilio/voice/turn?n=1&quiet=2", sid))
+    assert [el.tag for el in second] == ["Say", "Hangup"]
+    assert "Goodbye" in second.find("Say").text
+
+
+def test_call_completed_status_ends_the_conversation(client, live, stored):
+    sid = _call_sid()
+    _post(client, "/channels/twilio/voice/turn?n=1", sid, SpeechResult="hi")
+    settle(live)
+    resp = _post(client, "/channels/twilio/voice/status", sid, CallStatus="completed", CallDuration="42")
+    assert resp.status_code == 204
+    conv_id = stored.messages(f"phone:{vendors.CALLER}")[0].conversation_id
+    conv = wait_until(lambda: live.services.store and _conversation(stored, conv_id), what="conversation")
+    assert conv["ended_at"] is not None and conv["end_reason"] == "call_ended"
+
+
+def _conversation(stored, conv_id: str) -> dict:
+    import json
+
+    return json.loads(stored.redis.get(stored.services.store.key("conv", conv_id)))
+
+
+@pytest.mark.parametrize("path", ["/channels/twilio/voice", "/channels/twilio/voice/turn?n=1",
+                                  "/channels/twilio/voice/status"])
+def test_unsigned_voice_webhooks_are_refused(path, client, stored, fake_openai):
+    params = vendors.call_params(_call_sid(), SpeechResult="hi")
+    resp = vendors.post_twilio(client, path, params, token="wrong-token")
+    assert resp.status_code == 403 and stored.keys("msg:*") == [] and fake_openai.chat_requests() == []

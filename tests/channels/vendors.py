@@ -1,0 +1,123 @@
+"""Inbound deliveries shaped and signed exactly as each vendor sends them (payloads from their docs)."""
+
+from __future__ import annotations
+
+import itertools
+import time
+import uuid
+
+import httpx
+from slack_sdk.signature import SignatureVerifier
+from twilio.request_validator import RequestValidator
+
+from tests.fakes import slack_api, telegram_api, twilio_api
+
+PUBLIC_URL = "https://bot.example.com"  # what the vendors were told; the gateway sits behind a proxy
+TELEGRAM_SECRET = "tg-webhook-secret_123"
+SLACK_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
+USER_ID = 424242
+_ids = itertools.count(int(time.time()) % 1_000_000 * 1000)
+
+
+def next_id() -> int:
+    return next(_ids)
+
+
+# -- Telegram ---------------------------------------------------------------------------------
+def telegram_message(text: str | None = None, *, chat_id: int = USER_ID, user_id: int = USER_ID,
+                     chat_type: str = "private", **extra) -> dict:
+    chat = {"id": chat_id, "type": chat_type}
+    chat.update({"first_name": "Ada", "last_name": "Lovelace", "username": "ada"} if chat_type == "private"
+                else {"title": "Support group"})
+    msg = {"message_id": next_id() % 100000, "date": int(time.time()), "chat": chat,
+           "from": {"id": user_id, "is_bot": False, "first_name": "Ada", "last_name": "Lovelace",
+                    "username": "ada", "language_code": "en"}}
+    if text is not None:
+        msg["text"] = text
+        if text.startswith("/"):
+            msg["entities"] = [{"offset": 0, "length": len(text.split()[0]), "type": "bot_command"}]
+    msg.update(extra)
+    return msg
+
+
+def telegram_update(message: dict, update_id: int | None = None, kind: str = "message") -> dict:
+    return {"update_id": update_id if update_id is not None else next_id(), kind: message}
+
+
+def post_telegram(client: httpx.Client, update: dict, secret: str | None = TELEGRAM_SECRET) -> httpx.Response:
+    headers = {"X-Telegram-Bot-Api-Secret-Token": secret} if secret is not None else {}
+    return client.post("/channels/telegram/webhook", json=update, headers=headers)
+
+
+# -- Slack ------------------------------------------------------------------------------------
+def slack_event(text: str, *, kind: str = "app_mention", channel: str = "C0GENERAL", user: str = "U0ADA0001",
+                ts: str | None = None, **extra) -> dict:
+    event = {"type": kind, "user": user, "text": text, "ts": ts or f"{time.time():.6f}", "channel": channel,
+             "event_ts": ts or f"{time.time():.6f}", "team": slack_api.TEAM_ID,
+             "blocks": [{"type": "rich_text", "block_id": "b1", "elements": []}]}
+    if kind == "message":
+        event["channel_type"] = extra.pop("channel_type", "im")
+    event.update(extra)
+    return event
+
+
+def slack_envelope(event: dict, event_id: str | None = None) -> dict:
+    return {
+        "token": "legacy-verification-token", "team_id": slack_api.TEAM_ID, "api_app_id": "A0APP0001",
+        "event": event, "type": "event_callback", "event_id": event_id or f"Ev{uuid.uuid4().hex[:10].upper()}",
+        "event_time": int(time.time()),
+        "authorizations": [{"enterprise_id": None, "team_id": slack_api.TEAM_ID, "user_id": slack_api.BOT_USER_ID,
+                            "is_bot": True, "is_enterprise_install": False}],
+        "is_ext_shared_channel": False, "event_context": "4-eyJldCI6ImFwcF9tZW50aW9uIn0",
+    }
+
+
+def post_slack(client: httpx.Client, payload: dict, *, secret: str = SLACK_SECRET, retry_num: int | None = None,
+               timestamp: int | None = None) -> httpx.Response:
+    import json
+
+    body = json.dumps(payload)
+    ts = str(timestamp if timestamp is not None else int(time.time()))
+    headers = {
+        "Content-Type": "application/json",
+        "X-Slack-Request-Timestamp": ts,
+        "X-Slack-Signature": SignatureVerifier(secret).generate_signature(timestamp=ts, body=body),
+    }
+    if retry_num is not None:
+        headers.update({"X-Slack-Retry-Num": str(retry_num), "X-Slack-Retry-Reason": "http_timeout"})
+    return client.post("/channels/slack/events", content=body, headers=headers)
+
+
+# -- Twilio -----------------------------------------------------------------------------------
+CALLER = "+15557654321"
+
+
+def sms_params(body: str, *, sender: str = CALLER, sid: str | None = None) -> dict[str, str]:
+    sid = sid or f"SM{uuid.uuid4().hex}"
+    return {
+        "ToCountry": "US", "ToState": "CA", "SmsMessageSid": sid, "NumMedia": "0", "ToCity": "",
+        "FromZip": "", "SmsSid": sid, "FromState": "CA", "SmsStatus": "received", "FromCity": "",
+        "Body": body, "FromCountry": "US", "To": twilio_api.FROM_NUMBER, "ToZip": "", "NumSegments": "1",
+        "MessageSid": sid, "AccountSid": twilio_api.ACCOUNT_SID, "From": sender, "ApiVersion": "2010-04-01",
+    }
+
+
+def call_params(call_sid: str, *, sender: str = CALLER, status: str = "in-progress", **extra: str) -> dict[str, str]:
+    params = {
+        "AccountSid": twilio_api.ACCOUNT_SID, "ApiVersion": "2010-04-01", "CallSid": call_sid,
+        "CallStatus": status, "Called": twilio_api.FROM_NUMBER, "Caller": sender, "Direction": "inbound",
+        "From": sender, "FromCountry": "US", "To": twilio_api.FROM_NUMBER, "ToCountry": "US",
+    }
+    params.update(extra)
+    return params
+
+
+def post_twilio(client: httpx.Client, path: str, params: dict[str, str], *,
+                token: str = twilio_api.AUTH_TOKEN) -> httpx.Response:
+    """``path`` may carry a query string; the signature covers PUBLIC_URL + path + query, as Twilio's does."""
+    signature = RequestValidator(token).compute_signature(PUBLIC_URL + path, params)
+    return client.post(path, data=params, headers={"X-Twilio-Signature": signature})
+
+
+def telegram_token() -> str:
+    return telegram_api.TOKEN

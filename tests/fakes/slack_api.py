@@ -1,0 +1,67 @@
+"""A fake Slack Web API at ``<base>/api/<method>``: auth.test (bolt calls it) and chat.postMessage.
+
+Records every call with its parameters; scripted failures answer like Slack (429 with
+``Retry-After`` and ``{"ok": false, "error": "ratelimited"}``, 5xx with ``{"ok": false}``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from tests.fakes.recording import Recorder
+
+TEAM_ID = "T0TEST001"
+BOT_USER_ID = "U0BOT0001"
+BOT_ID = "B0BOT0001"
+TOKEN = "xoxb-0000-fake-test-token"
+
+
+@dataclass
+class FakeSlack:
+    token: str = TOKEN
+    recorder: Recorder = field(default_factory=Recorder)
+    url: str = ""
+    _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
+
+    def posted(self, channel: str | None = None) -> list[dict]:
+        return [c.params for c in self.recorder.received("chat.postMessage")
+                if channel is None or c.params.get("channel") == channel]
+
+    def sent_texts(self) -> list[str]:
+        return [p["text"] for p in self.posted()]
+
+    def app(self) -> FastAPI:
+        app = FastAPI()
+        fake = self
+
+        @app.post("/api/{method}")
+        async def call(method: str, request: Request):
+            if request.headers.get("content-type", "").startswith("application/json"):
+                params = await request.json()
+            else:
+                params = {k: v for k, v in (await request.form()).items() if isinstance(v, str)}
+            if request.headers.get("authorization") != f"Bearer {fake.token}":
+                fake.recorder.record(method, params, 200)
+                return {"ok": False, "error": "invalid_auth"}
+            failure = fake.recorder.next_failure(method)
+            if failure is not None:
+                fake.recorder.record(method, params, failure.status)
+                headers = {"Retry-After": str(failure.retry_after)} if failure.retry_after is not None else {}
+                error = "ratelimited" if failure.status == 429 else "internal_error"
+                return JSONResponse({"ok": False, "error": error}, failure.status, headers=headers)
+            fake.recorder.record(method, params, 200)
+            if method == "auth.test":
+                return {"ok": True, "url": "https://test.slack.com/", "team": "Test", "user": "switchboard",
+                        "team_id": TEAM_ID, "user_id": BOT_USER_ID, "bot_id": BOT_ID, "is_enterprise_install": False}
+            if method == "chat.postMessage":
+                ts = f"{int(time.time())}.{next(fake._ids):06d}"
+                return {"ok": True, "channel": params["channel"], "ts": ts,
+                        "message": {"type": "message", "text": params.get("text", ""), "bot_id": BOT_ID, "ts": ts}}
+            return {"ok": False, "error": "unknown_method"}
+
+        return app

@@ -1,0 +1,85 @@
+"""A fake Telegram Bot API: ``/bot<token>/<method>`` as aiogram's ``TelegramAPIServer.from_base`` calls it.
+
+Answers getMe, sendMessage, sendChatAction, setWebhook, deleteWebhook and getUpdates (long polling
+over updates pushed with ``push_update``); records every call; scripted failures answer the way
+Telegram does (``{"ok": false, "error_code", "description", "parameters": {"retry_after"}}``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from dataclasses import dataclass, field
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from tests.fakes.recording import Recorder
+
+BOT_ID = 7000001
+BOT_USERNAME = "switchboard_test_bot"
+TOKEN = f"{BOT_ID}:AAF-fake-token-for-tests_0123456789abc"
+
+
+@dataclass
+class FakeTelegram:
+    token: str = TOKEN
+    recorder: Recorder = field(default_factory=Recorder)
+    updates: list[dict] = field(default_factory=list)
+    url: str = ""
+    _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
+
+    def push_update(self, update: dict) -> None:
+        self.updates.append(update)
+
+    def sent_texts(self, chat_id: int | None = None) -> list[str]:
+        return [c.params["text"] for c in self.recorder.received("sendMessage")
+                if chat_id is None or int(c.params["chat_id"]) == chat_id]
+
+    def app(self) -> FastAPI:
+        app = FastAPI()
+        fake = self
+
+        @app.post("/bot{token}/{method}")
+        async def call(token: str, method: str, request: Request):
+            form = await request.form()
+            params = {k: v for k, v in form.items() if isinstance(v, str)}
+            if token != fake.token:
+                fake.recorder.record(method, params, 401)
+                return JSONResponse({"ok": False, "error_code": 401, "description": "Unauthorized"}, 401)
+            failure = fake.recorder.next_failure(method)
+            if failure is not None:
+                fake.recorder.record(method, params, failure.status)
+                body = {"ok": False, "error_code": failure.status, "description": "Scripted failure"}
+                if failure.retry_after is not None:
+                    body["description"] = f"Too Many Requests: retry after {failure.retry_after}"
+                    body["parameters"] = {"retry_after": failure.retry_after}
+                return JSONResponse(body, failure.status)
+            result = await fake._answer(method, params)
+            fake.recorder.record(method, params, 200)
+            return {"ok": True, "result": result}
+
+        return app
+
+    async def _answer(self, method: str, params: dict):
+        if method == "getMe":
+            return {"id": BOT_ID, "is_bot": True, "first_name": "Switchboard", "username": BOT_USERNAME}
+        if method == "sendMessage":
+            chat_id = int(params["chat_id"])
+            return {"message_id": next(self._ids), "date": int(time.time()),
+                    "chat": {"id": chat_id, "type": "private" if chat_id > 0 else "supergroup"},
+                    "from": {"id": BOT_ID, "is_bot": True, "first_name": "Switchboard"},
+                    "text": params["text"]}
+        if method == "getUpdates":
+            offset = int(params.get("offset") or 0)
+            deadline = time.monotonic() + min(float(params.get("timeout") or 0), 1.0)
+            while True:
+                ready = [u for u in self.updates if u["update_id"] >= offset]
+                if ready or time.monotonic() >= deadline:
+                    return ready
+                await asyncio.sleep(0.02)
+        if method in ("sendChatAction", "setWebhook", "deleteWebhook"):
+            return True
+        return json.loads("true")

@@ -1,0 +1,65 @@
+"""A fake Twilio REST API: ``/2010-04-01/Accounts/<sid>/Messages.json`` with HTTP basic auth.
+
+Records every message create; scripted failures answer like Twilio (JSON error body with
+``code``/``message``/``status``, ``Retry-After`` on 429).
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+from dataclasses import dataclass, field
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from tests.fakes.recording import Recorder
+
+ACCOUNT_SID = "AC" + "0" * 31 + "1"
+AUTH_TOKEN = "fake-twilio-auth-token-0123456789"
+FROM_NUMBER = "+15550001111"
+
+
+@dataclass
+class FakeTwilio:
+    account_sid: str = ACCOUNT_SID
+    auth_token: str = AUTH_TOKEN
+    recorder: Recorder = field(default_factory=Recorder)
+    url: str = ""
+    _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
+
+    def messages(self, to: str | None = None) -> list[dict]:
+        return [c.params for c in self.recorder.received("Messages")
+                if to is None or c.params.get("To") == to]
+
+    def sent_texts(self, to: str | None = None) -> list[str]:
+        return [p["Body"] for p in self.messages(to)]
+
+    def app(self) -> FastAPI:
+        app = FastAPI()
+        fake = self
+
+        @app.post("/2010-04-01/Accounts/{sid}/Messages.json")
+        async def create_message(sid: str, request: Request):
+            params = {k: v for k, v in (await request.form()).items() if isinstance(v, str)}
+            expected = "Basic " + base64.b64encode(f"{fake.account_sid}:{fake.auth_token}".encode()).decode()
+            if sid != fake.account_sid or request.headers.get("authorization") != expected:
+                fake.recorder.record("Messages", params, 401)
+                return JSONResponse({"code": 20003, "message": "Authenticate", "status": 401}, 401)
+            failure = fake.recorder.next_failure("Messages")
+            if failure is not None:
+                fake.recorder.record("Messages", params, failure.status)
+                headers = {"Retry-After": str(failure.retry_after)} if failure.retry_after is not None else {}
+                code = 20429 if failure.status == 429 else 20500
+                return JSONResponse({"code": code, "message": "Scripted failure", "status": failure.status,
+                                     "more_info": f"https://www.twilio.com/docs/errors/{code}"},
+                                    failure.status, headers=headers)
+            fake.recorder.record("Messages", params, 201)
+            msid = f"SM{next(fake._ids):032x}"
+            return JSONResponse({
+                "sid": msid, "account_sid": sid, "to": params.get("To"), "from": params.get("From"),
+                "body": params.get("Body"), "status": "queued", "num_segments": "1", "direction": "outbound-api",
+                "api_version": "2010-04-01", "uri": f"/2010-04-01/Accounts/{sid}/Messages/{msid}.json",
+            }, 201)
+
+        return app
