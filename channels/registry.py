@@ -2,26 +2,50 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import import_module
+
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
-from channels import slack, telegram, twilio_sms, twilio_voice, webchat
-from gateway.channel import ChannelAdapter, ChannelFactory
+from gateway.channel import ChannelAdapter
 from gateway.services import Services
+from gateway.settings import Settings
 
-FACTORIES: dict[str, ChannelFactory] = {
-    "webchat": webchat.build,
-    "telegram": telegram.build,
-    "slack": slack.build,
-    "twilio_sms": twilio_sms.build,
-    "twilio_voice": twilio_voice.build,
+
+@dataclass(frozen=True)
+class ChannelEntry:
+    """A channel module (with a ``build(services)`` factory) and when it is configured.
+
+    Vendor SDKs are imported only for configured channels: aiogram alone takes seconds to import.
+    """
+
+    module: str
+    configured: Callable[[Settings], bool]
+
+
+CHANNELS: dict[str, ChannelEntry] = {
+    "webchat": ChannelEntry("channels.webchat", lambda s: True),
+    "telegram": ChannelEntry("channels.telegram", lambda s: s.telegram_bot_token is not None),
+    "slack": ChannelEntry(
+        "channels.slack", lambda s: s.slack_bot_token is not None and s.slack_signing_secret is not None
+    ),
+    "twilio_sms": ChannelEntry(
+        "channels.twilio_sms", lambda s: bool(s.twilio_account_sid and s.twilio_auth_token)
+    ),
+    "twilio_voice": ChannelEntry(
+        "channels.twilio_voice", lambda s: bool(s.twilio_account_sid and s.twilio_auth_token)
+    ),
 }
 
 
 def build_adapters(services: Services) -> dict[str, ChannelAdapter]:
     adapters = {}
-    for name, factory in FACTORIES.items():
-        adapter = factory(services)
+    for name, entry in CHANNELS.items():
+        if not entry.configured(services.settings):
+            continue
+        adapter = import_module(entry.module).build(services)
         if adapter is not None:
             adapters[name] = adapter
     return adapters
