@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import redis as redis_sync
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from rq import Queue
 
 from gateway.attributes import CustomerAttributes, PersonaAttributes
@@ -68,7 +68,8 @@ class Services:
             embedded = EmbeddedRedis(settings.data_dir / "redis")
             embedded.start()
             redis_url = embedded.url
-        redis = Redis.from_url(redis_url, max_connections=200)
+        # A blocking pool waits for a free connection under bursts instead of failing the request.
+        redis = Redis(connection_pool=BlockingConnectionPool.from_url(redis_url, max_connections=128, timeout=20))
         sync = redis_sync.Redis.from_url(redis_url)
         store = RedisStore(redis, settings.agent_id)
         persona_attributes = PersonaAttributes(store)
