@@ -1,0 +1,45 @@
+"""The project's error tree. ``SwitchboardError`` is the root every package subclasses."""
+
+from __future__ import annotations
+
+
+class SwitchboardError(Exception):
+    """Root of every error Switchboard raises on purpose."""
+
+
+class RagError(SwitchboardError):
+    """Anything the knowledge base or retrieval layer refuses or cannot do."""
+
+
+class TopicValidationError(RagError):
+    """A topic failed validation; ``field`` names the offending field."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class KnowledgeBaseUnavailable(RagError):
+    """Qdrant could not be reached or answered with an error."""
+
+
+class EncoderUnavailable(RagError):
+    """An embedding provider failed to load or to answer."""
+
+
+class StructuredOutputError(RagError):
+    """A structured-generation call returned output that does not match its schema."""
+
+
+class UnknownStrategy(RagError):
+    """A retrieval strategy name that is not in the registry."""
+
+
+class ImportLineError(RagError):
+    """One line (or Markdown section) of an import file is unusable."""
+
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(f"line {line}: {message}")
+        self.line = line
+        self.message = message

@@ -1,0 +1,202 @@
+"""Topic import from JSON Lines (the datasets' format, ``body`` → summary) and Markdown (one
+topic per H1). Every entry is validated first; the good ones are then upserted in one batch
+and the bad ones reported by line number, so nothing is half-written."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from rag_core.errors import ImportLineError, TopicValidationError
+from rag_core.knowledge_base import KnowledgeBase
+from rag_core.topic import Topic, parse_topic
+
+ImportFormat = Literal["jsonl", "markdown"]
+
+_HEADING = re.compile(r"^(#{1,2})(?:\s+(.*?))?\s*#*\s*$")
+_BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(.*)$")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_SLUG_SEPARATORS = re.compile(r"[^a-z0-9]+")
+
+
+class ImportProblem(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    line: int
+    message: str
+
+
+class ImportReport(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    valid: int
+    created: list[str]
+    updated: list[str]
+    unchanged: list[str]
+    embedded: int
+    errors: list[ImportProblem]
+
+
+class ParsedTopics(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    topics: list[Topic]
+    errors: list[ImportProblem]
+
+
+def slugify(title: str) -> str:
+    return _SLUG_SEPARATORS.sub("-", title.lower()).strip("-")
+
+
+def _validated(line: int, data: dict[str, Any], seen: set[str]) -> Topic:
+    try:
+        topic = parse_topic(data)
+    except TopicValidationError as exc:
+        raise ImportLineError(line, str(exc)) from exc
+    if topic.source in seen:
+        raise ImportLineError(line, f"source: duplicate source {topic.source!r} in this file")
+    seen.add(topic.source)
+    return topic
+
+
+def parse_jsonl(text: str) -> ParsedTopics:
+    topics: list[Topic] = []
+    errors: list[ImportProblem] = []
+    seen: set[str] = set()
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            try:
+                data = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                raise ImportLineError(number, f"invalid JSON: {exc.msg}") from exc
+            if not isinstance(data, dict):
+                raise ImportLineError(number, "expected a JSON object")
+            if "body" in data:
+                if "summary" in data:
+                    raise ImportLineError(number, "body: give either body or summary, not both")
+                data["summary"] = data.pop("body")
+            topics.append(_validated(number, data, seen))
+        except ImportLineError as exc:
+            errors.append(ImportProblem(line=exc.line, message=exc.message))
+    return ParsedTopics(topics=topics, errors=errors)
+
+
+class _MarkdownTopic:
+    def __init__(self, line: int, title: str) -> None:
+        self.line = line
+        self.title = title
+        self.body: list[str] = []
+        self.facts: list[str] | None = None
+        self.labels: list[str] | None = None
+        self.source: str | None = None
+        self.section: str | None = None  # the H2 collecting special lines, if any
+        self.saw_h2 = False
+
+    def heading2(self, text: str) -> None:
+        name = text.strip().lower()
+        first = not self.saw_h2
+        self.saw_h2 = True
+        if (name == "facts" and first) or name in ("labels", "source"):
+            self.section = name
+            return
+        self.section = None
+        self.body.append(f"## {text}")
+
+    def add(self, line: str) -> None:
+        if self.section is None:
+            self.body.append(line)
+            return
+        value = line.strip()
+        if not value:
+            return
+        bullet = _BULLET.match(line)
+        if self.section == "facts" and bullet:
+            self.facts = [*(self.facts or []), bullet.group(1).strip()]
+        elif self.section == "labels" and bullet:
+            self.labels = [*(self.labels or []), bullet.group(1).strip()]
+        elif self.section == "labels" and self.labels is None:
+            self.labels = [part.strip() for part in value.split(",")]
+            self.section = None
+        elif self.section == "source" and self.source is None:
+            self.source = bullet.group(1).strip() if bullet else value
+            self.section = None
+        else:  # the special section ended: prose goes back to the summary
+            self.section = None
+            self.body.append(line)
+
+    def data(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "title": self.title,
+            "source": self.source or slugify(self.title),
+            "facts": self.facts or [],
+            "summary": "\n".join(self.body).strip(),
+        }
+        if self.labels is not None:
+            data["labels"] = self.labels
+        return data
+
+
+def parse_markdown(text: str) -> ParsedTopics:
+    """``# Title`` starts a topic. An optional first ``## Facts`` holds bullet facts;
+    optional ``## Labels`` (bullets or commas) and ``## Source`` (one line) override the
+    defaults (``rag_context``; the slug of the title). Everything else is the summary."""
+    blocks: list[_MarkdownTopic] = []
+    errors: list[ImportProblem] = []
+    in_fence = False
+    for number, line in enumerate(text.splitlines(), start=1):
+        if _FENCE.match(line):
+            in_fence = not in_fence
+        heading = None if in_fence else _HEADING.match(line)
+        if heading and len(heading.group(1)) == 1:
+            blocks.append(_MarkdownTopic(number, heading.group(2) or ""))
+        elif not blocks:
+            if line.strip():
+                errors.append(ImportProblem(line=number, message="text before the first # title"))
+        elif heading:
+            blocks[-1].heading2(heading.group(2) or "")
+        else:
+            blocks[-1].add(line)
+    topics: list[Topic] = []
+    seen: set[str] = set()
+    for block in blocks:
+        try:
+            if not block.title.strip():
+                raise ImportLineError(block.line, "title: empty # title")
+            topics.append(_validated(block.line, block.data(), seen))
+        except ImportLineError as exc:
+            errors.append(ImportProblem(line=exc.line, message=exc.message))
+    errors.sort(key=lambda problem: problem.line)
+    return ParsedTopics(topics=topics, errors=errors)
+
+
+def parse_topics(text: str, fmt: ImportFormat) -> ParsedTopics:
+    return parse_jsonl(text) if fmt == "jsonl" else parse_markdown(text)
+
+
+def format_for(path: Path) -> ImportFormat:
+    return "markdown" if path.suffix.lower() in (".md", ".markdown") else "jsonl"
+
+
+async def import_topics(kb: KnowledgeBase, text: str, fmt: ImportFormat) -> ImportReport:
+    parsed = parse_topics(text, fmt)
+    upserted = await kb.upsert_many(parsed.topics)
+    return ImportReport(
+        valid=len(parsed.topics),
+        created=upserted.created,
+        updated=upserted.updated,
+        unchanged=upserted.unchanged,
+        embedded=upserted.embedded,
+        errors=parsed.errors,
+    )
+
+
+async def import_file(kb: KnowledgeBase, path: Path, fmt: ImportFormat | None = None) -> ImportReport:
+    text = await asyncio.to_thread(path.read_text, encoding="utf-8")
+    return await import_topics(kb, text, fmt or format_for(path))

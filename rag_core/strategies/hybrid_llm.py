@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+from rag_core.generation import StructuredGenerator
+from rag_core.knowledge_base import KnowledgeBase
+from rag_core.retrieval import SearchRequest, SearchResult, StrategyContext
+from rag_core.strategies.hybrid import HybridStrategy
+from rag_core.strategies.llm_select import ArticleSelector, selected_hits
+from rag_core.timing import StageTimer
+
+
+class HybridLlmStrategy:
+    """``hybrid`` narrows the pool to ``candidate_k`` topics, then the search LLM picks among
+    those only, with the same prompt and schema as ``llm_select``."""
+
+    name = "hybrid_llm"
+
+    def __init__(
+        self,
+        knowledge_base: KnowledgeBase,
+        generator: StructuredGenerator | None,
+        *,
+        prefilter: HybridStrategy | None = None,
+        candidate_k: int = 20,
+    ) -> None:
+        self._prefilter = prefilter or HybridStrategy(knowledge_base)
+        self._selector = ArticleSelector(generator)
+        self._candidate_k = candidate_k
+
+    @classmethod
+    def from_context(cls, context: StrategyContext) -> HybridLlmStrategy:
+        return cls(
+            context.knowledge_base,
+            context.generator,
+            prefilter=HybridStrategy.from_context(context),
+            **context.options_for(cls.name),
+        )
+
+    async def search(self, request: SearchRequest) -> SearchResult:
+        timer = StageTimer()
+        with timer.stage("prefilter"):
+            prefiltered = await self._prefilter.search(
+                request.model_copy(update={"k": max(self._candidate_k, request.k)})
+            )
+        candidates = [hit.topic for hit in prefiltered.hits]
+        if not candidates:
+            return prefiltered.model_copy(update={"strategy": self.name})
+        with timer.stage("llm"):
+            selection = await self._selector.select(request, candidates)
+        if selection.failure is not None:
+            return prefiltered.model_copy(
+                update={
+                    "strategy": self.name,
+                    "hits": prefiltered.hits[: request.k],
+                    "timings_ms": timer.finish(),
+                    "prompt_tokens": selection.prompt_tokens,
+                    "fell_back": True,
+                    "fallback_reason": selection.failure,
+                }
+            )
+        return prefiltered.model_copy(
+            update={
+                "strategy": self.name,
+                "hits": selected_hits(selection.ids, candidates, request.k),
+                "timings_ms": timer.finish(),
+                "prompt_tokens": selection.prompt_tokens,
+            }
+        )

@@ -1,0 +1,86 @@
+"""The knowledge-base topic: the unit that is indexed, retrieved and injected into prompts."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from rag_core.errors import TopicValidationError
+
+RAG_CONTEXT_LABEL = "rag_context"
+_POINT_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "switchboard:kb-topic")
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Topic(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    source: str = Field(min_length=1, max_length=256)
+    title: str = Field(min_length=1, max_length=1000)
+    facts: list[str] = Field(default_factory=list)
+    summary: str = ""
+    labels: list[str] = Field(default_factory=lambda: [RAG_CONTEXT_LABEL])
+    created_at: datetime = Field(default_factory=_utcnow)
+    updated_at: datetime = Field(default_factory=_utcnow)
+
+    @field_validator("source", "title", mode="before")
+    @classmethod
+    def _strip_required(cls, value: Any) -> Any:
+        return value.strip() if isinstance(value, str) else value
+
+    @field_validator("facts", "labels")
+    @classmethod
+    def _drop_blank(cls, values: list[str]) -> list[str]:
+        return [v.strip() for v in values if v.strip()]
+
+    @field_validator("created_at", "updated_at")
+    @classmethod
+    def _aware(cls, value: datetime) -> datetime:
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+    @property
+    def point_id(self) -> str:
+        return topic_point_id(self.source)
+
+    @property
+    def in_rag_pool(self) -> bool:
+        return RAG_CONTEXT_LABEL in self.labels
+
+    def content_hash(self, encoder_signature: str) -> str:
+        """Hash of everything that decides the vectors, including which encoders made them
+        and whether the topic is in the retrieval pool (only pool topics carry vectors)."""
+        blob = json.dumps(
+            [encoder_signature, self.in_rag_pool, self.title, self.facts, self.summary],
+            ensure_ascii=False,
+        )
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class ScoredTopic(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    topic: Topic
+    score: float
+
+
+def topic_point_id(source: str) -> str:
+    return str(uuid.uuid5(_POINT_NAMESPACE, source))
+
+
+def parse_topic(data: Mapping[str, Any]) -> Topic:
+    """Validate loose input into a Topic; the error names the first offending field."""
+    try:
+        return Topic.model_validate(dict(data))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or "topic"
+        raise TopicValidationError(field, first["msg"]) from exc
