@@ -12,6 +12,7 @@ from fastapi import FastAPI
 from gateway import runtime
 from gateway.api.errors import install_error_handlers
 from gateway.api.health import router as health_router
+from gateway.api.knowledge import router as knowledge_router
 from gateway.api.live_routes import include_live_routes
 from gateway.plugins import install_plugins
 from gateway.services import Services
@@ -39,6 +40,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     app.state.services = services
     install_error_handlers(app)
     app.include_router(health_router)
+    app.include_router(knowledge_router)
     include_live_routes(app)
     install_plugins(app, services)
     return app

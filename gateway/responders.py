@@ -9,6 +9,7 @@ from typing import Protocol
 from gateway.llm import LLMClient
 from gateway.models import PromptMessage, TokenUsage
 from gateway.settings import Settings
+from rag_core.tokenizer import tokenize
 
 DeltaCallback = Callable[[str], Awaitable[None]]
 
@@ -21,6 +22,7 @@ class KnowledgeHit:
     title: str
     summary: str
     score: float
+    facts: tuple[str, ...] = ()
 
 
 @dataclass
@@ -61,24 +63,36 @@ class LLMResponder:
 
 
 class OfflineResponder:
-    """No language model: answer with the best knowledge-base topic when it is a confident match.
+    """No language model: answer with the best knowledge-base topic when it clearly matches.
 
-    With no topic above ``offline_min_score`` the reply is ``offline_unknown_message``; with no
-    knowledge base at all it says plainly that no language model is configured.
+    Retrieval scores are relative (fused ranks), so confidence is absolute and lexical instead:
+    the share of the question's content words (stemmed, stop words dropped) that the best topic
+    contains. At ``offline_min_score`` or above the reply is that topic; below it,
+    ``offline_unknown_message``; with an empty knowledge base it says plainly that no language
+    model is configured.
     """
 
-    def __init__(self, settings: Settings, has_knowledge_base: bool) -> None:
+    def __init__(self, settings: Settings, topic_count: Callable[[], Awaitable[int]] | None = None) -> None:
         self.settings = settings
-        self.has_knowledge_base = has_knowledge_base
+        self.topic_count = topic_count
 
     async def reply(self, request: ReplyRequest) -> Reply:
-        best = max(request.hits, key=lambda h: h.score, default=None)
-        if best is not None and best.score >= self.settings.offline_min_score:
+        question = next((m.content for m in reversed(request.prompt) if m.role == "user"), "")
+        best = request.hits[0] if request.hits else None
+        if best is not None and coverage(question, best) >= self.settings.offline_min_score:
             text = f"{best.title}\n\n{best.summary}".strip()
-        elif self.has_knowledge_base:
+        elif self.topic_count is not None and await self.topic_count() > 0:
             text = self.settings.offline_unknown_message
         else:
             text = self.settings.offline_message
         if request.on_delta is not None:
             await request.on_delta(text)
         return Reply(text=text, responder="offline")
+
+
+def coverage(question: str, hit: KnowledgeHit) -> float:
+    asked = set(tokenize(question))
+    if not asked:
+        return 0.0
+    known = set(tokenize(" ".join((hit.title, *hit.facts, hit.summary))))
+    return len(asked & known) / len(asked)

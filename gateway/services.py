@@ -12,14 +12,17 @@ from rq import Queue
 
 from gateway.attributes import CustomerAttributes, PersonaAttributes
 from gateway.clock import Clock
+from gateway.demo_knowledge import load_demo_knowledge
 from gateway.embedded import EmbeddedRedis
-from gateway.events import EventBus
+from gateway.events import ConversationStarted, EventBus
+from gateway.knowledge import Knowledge
 from gateway.live_context import LiveContext
 from gateway.llm import LLMClient
 from gateway.memory import Memory
 from gateway.metrics import Metrics
 from gateway.pipeline import ContextPreparer, TurnPipeline
 from gateway.prompt import PromptBuilder
+from gateway.rag_preparation import PrepareRagContext
 from gateway.responders import LLMResponder, OfflineResponder, Responder
 from gateway.sessions import Sessions
 from gateway.settings import Settings
@@ -51,6 +54,8 @@ class Services:
     responder: Responder
     pipeline: TurnPipeline
     queues: dict[str, Queue]
+    knowledge: Knowledge | None = None
+    rag: PrepareRagContext | None = None
     embedded_redis: EmbeddedRedis | None = None
     worker: InProcessWorker | None = None
     turns: TurnRunner | None = None  # background turns of the ack-fast channels
@@ -79,17 +84,22 @@ class Services:
         sessions = Sessions(store, persona_attributes, events, settings.inactivity_timeout_s)
         lock = TurnLock(redis, store.prefix, lease_s=settings.turn_lock_ttl_s)
         llm = LLMClient(settings) if settings.llm_configured else None
-        responder: Responder = (
-            LLMResponder(llm) if llm else OfflineResponder(settings, has_knowledge_base=False)
-        )
         customer_attributes = CustomerAttributes(store)
         queues = {q: Queue(settings.queue_name(q), connection=sync) for q in QUEUES}
+        knowledge = Knowledge(settings, llm)
+        rag = PrepareRagContext(settings, knowledge, persona_attributes, memory, queues["rag"])
+        events.subscribe(ConversationStarted, rag.on_conversation_started)
+        responder: Responder = (
+            LLMResponder(llm)
+            if llm
+            else OfflineResponder(settings, topic_count=lambda: knowledge.kb.count(label="rag_context"))
+        )
         live = LiveContext.build(
             settings, store, persona_attributes, customer_attributes, memory, llm, queues, metrics, clock
         )
         prompts = PromptBuilder(live, persona_attributes, customer_attributes, settings.prompt_budgets)
         pipeline = TurnPipeline(
-            settings, store, sessions, memory, lock, prompts, responder, events, metrics
+            settings, store, sessions, memory, lock, prompts, responder, events, metrics, preparers=[rag]
         )
         services = cls(
             settings=settings,
@@ -109,7 +119,12 @@ class Services:
             pipeline=pipeline,
             queues=queues,
             embedded_redis=embedded,
+            knowledge=knowledge,
+            rag=rag,
         )
+        services.readiness["qdrant"] = knowledge.kb.ping
+        if settings.demo:
+            services.on_start.append(lambda: load_demo_knowledge(knowledge))
         services.turns = TurnRunner(pipeline, store, metrics, drain_timeout_s=settings.turn_drain_timeout_s)
         services.on_stop.append(services.turns.stop)
         services.live = live
@@ -138,6 +153,8 @@ class Services:
                 log.exception("stop hook failed")
         if self.worker is not None:
             self.worker.stop()
+        if self.knowledge is not None:
+            self.knowledge.close()
         if self.llm is not None:
             await self.llm.aclose()
         await self.redis.aclose()

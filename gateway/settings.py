@@ -51,7 +51,7 @@ class Settings(BaseSettings):
         "knowledge base. Set SWITCHBOARD_LLM_API_KEY (or SWITCHBOARD_LLM_BASE_URL) to enable full replies."
     )
     offline_unknown_message: str = "I don't know the answer to that yet."
-    offline_min_score: float = 0.3
+    offline_min_score: float = 0.5  # share of the question's words the best topic must contain
 
     # Embeddings and retrieval.
     embeddings: Literal["fastembed", "openai", "none"] = "fastembed"

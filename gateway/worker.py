@@ -28,6 +28,8 @@ class ThreadWorker(SimpleWorker):
     death_penalty_class = TimerDeathPenalty
 
     def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):
+        if timeout is None:  # burst mode: RQ returns at once when the queues are empty
+            return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
         # RQ's loop only returns on a job; wake up every second so a stop request is noticed.
         while not self._stop_requested:
             result = super().dequeue_job_and_maintain_ttl(timeout, max_idle_time=1)
