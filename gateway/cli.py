@@ -43,10 +43,12 @@ def _worker(args: argparse.Namespace, settings: Settings) -> int:
     threading.Thread(target=loop.run_forever, name="services-loop", daemon=True).start()
     asyncio.run_coroutine_threadsafe(services.start(), loop).result()
     runtime.register(services, loop)
-    from rq import Worker
+    from rq import SimpleWorker
 
+    # Jobs run in this process, on warm services (Qdrant client, embedding model, LLM client):
+    # a forked work-horse would have neither the services' event loop nor the loaded model.
     queues = [Queue(name, connection=services.redis_sync) for name in queue_names(settings)]
-    worker = Worker(queues, connection=services.redis_sync)
+    worker = SimpleWorker(queues, connection=services.redis_sync)
     try:
         worker.work(with_scheduler=True, logging_level=settings.log_level)
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from uuid import uuid4
 
 from redis import Redis
 from rq import Queue, SimpleWorker
@@ -42,20 +43,28 @@ class ThreadWorker(SimpleWorker):
 
 
 class InProcessWorker:
-    """Runs the agent's queues and their scheduled jobs in background threads of this process."""
+    """Runs the agent's queues and their scheduled jobs in background threads of this process.
+
+    The ``rag`` queue has a thread of its own: a voice turn waits for its RAG job, so that job
+    must never queue behind a slower one (meta extraction, a data-injection fetch).
+    """
 
     def __init__(self, redis: Redis, settings: Settings, poll_s: float = 0.2) -> None:
         self.redis = redis
         self.settings = settings
         self.poll_s = poll_s
         self.queues = [Queue(name, connection=redis) for name in queue_names(settings)]
-        self.worker = ThreadWorker(self.queues, connection=redis, name=f"embedded-{settings.agent_id}")
+        rag, others = self.queues[0], self.queues[1:]
+        self.workers = [
+            ThreadWorker([rag], connection=redis, name=f"embedded-{settings.agent_id}-rag-{uuid4().hex[:6]}"),
+            ThreadWorker(others, connection=redis, name=f"embedded-{settings.agent_id}-jobs-{uuid4().hex[:6]}"),
+        ]
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
         self._threads = [
-            threading.Thread(target=self._work, name="rq-worker", daemon=True),
+            *(threading.Thread(target=self._work, args=(w,), name=w.name, daemon=True) for w in self.workers),
             threading.Thread(target=self._schedule, name="rq-scheduler", daemon=True),
         ]
         for thread in self._threads:
@@ -63,15 +72,17 @@ class InProcessWorker:
 
     def stop(self, timeout_s: float = 5.0) -> None:
         self._stop.set()
-        self.worker._stop_requested = True
+        for worker in self.workers:
+            worker._stop_requested = True
         for thread in self._threads:
             thread.join(timeout_s)
 
-    def _work(self) -> None:
+    @staticmethod
+    def _work(worker: ThreadWorker) -> None:
         try:
-            self.worker.work(logging_level="WARNING")
+            worker.work(logging_level="WARNING")
         except Exception:
-            log.exception("embedded RQ worker stopped with an error")
+            log.exception("embedded RQ worker %s stopped with an error", worker.name)
 
     def _schedule(self) -> None:
         """Move due ``enqueue_at``/``enqueue_in`` jobs onto their queues (what RQ's scheduler does)."""

@@ -1,0 +1,44 @@
+"""With no language model configured the demo agent still answers from the knowledge base."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from gateway.app import create_app
+from tests.conftest import make_settings
+from tests.fakes.live_server import LiveServer
+
+
+def _ask(server, session, text):
+    resp = httpx.post(f"{server.url}/api/chat/sessions/{session['session_id']}/messages", json={"text": text},
+                      headers={"Authorization": f"Bearer {session['token']}"}, timeout=30)
+    return resp.json()
+
+
+@pytest.fixture
+def offline(agent_id, redis_url, tmp_path, request):
+    settings = make_settings(agent_id=agent_id, redis_url=redis_url, data_dir=tmp_path, demo=request.param)
+    assert not settings.llm_configured
+    with LiveServer(create_app(settings)) as server:
+        yield server, httpx.post(f"{server.url}/api/chat/sessions").json()
+
+
+@pytest.mark.parametrize("offline", [True], indirect=True)
+def test_demo_questions_are_answered_from_the_knowledge_base(offline):
+    server, session = offline
+    hours = _ask(server, session, "When are you open on Saturday?")
+    assert hours["reply"]["text"].startswith("Opening hours\n\nHarbor Bikes is open Monday to Friday")
+    assert hours["sources"][0]["source"] == "opening-hours"
+    # A follow-up on another topic is not pinned to the previous one.
+    prices = _ask(server, session, "How much does an e-bike cost per day?")
+    assert prices["reply"]["text"].startswith("Bike rental prices")
+    unknown = _ask(server, session, "What is the capital of France?")
+    assert unknown["reply"]["text"] == "I don't know the answer to that yet."
+
+
+@pytest.mark.parametrize("offline", [False], indirect=True)
+def test_without_a_knowledge_base_it_says_no_model_is_configured(offline):
+    server, session = offline
+    reply = _ask(server, session, "Hello?")["reply"]["text"]
+    assert reply.startswith("No language model is configured")
