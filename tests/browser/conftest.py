@@ -11,8 +11,10 @@ import pytest
 CHROMIUM = Path("/usr/bin/chromium")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
+    # Module scope: the sync Playwright API keeps an event loop running in the main thread while it
+    # is open, which would break every async test collected after the browser tests.
     from playwright.sync_api import sync_playwright
 
     if not CHROMIUM.exists():

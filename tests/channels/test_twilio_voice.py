@@ -55,6 +55,7 @@ def test_speech_turn_is_answered_with_say_inside_the_next_gather(client, live, f
 @pytest.fixture
 def short_deadline(channel_overrides):
     channel_overrides["voice_reply_deadline_s"] = 0.3
+    channel_overrides["rag_voice_wait_ms"] = 50  # no worker runs RAG jobs here; don't spend the fillers on it
 
 
 def test_slow_reply_says_a_filler_and_redirects_to_pick_it_up(short_deadline, client, live, fake_openai):

@@ -34,6 +34,7 @@ class LiveServer:
 
     def stop(self) -> None:
         self.server.should_exit = True
+        self.server.force_exit = True  # don't wait for handlers a test left hanging on purpose
         self.thread.join(15)
 
     def __enter__(self) -> LiveServer:
