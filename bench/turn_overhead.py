@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -25,27 +24,15 @@ from pathlib import Path
 import aiohttp
 import redis
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.harness import free_port, wait_http  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
-def wait_http(url: str, timeout_s: float = 120) -> None:
-    import urllib.request
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(url, timeout=1)
-            return
-        except Exception:
-            time.sleep(0.1)
-    raise RuntimeError(f"{url} did not come up")
 
 
 def start(cmd: list[str], env: dict[str, str]) -> subprocess.Popen:

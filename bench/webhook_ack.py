@@ -17,7 +17,6 @@ import asyncio
 import json
 import os
 import random
-import socket
 import statistics
 import subprocess
 import sys
@@ -36,6 +35,7 @@ from twilio.request_validator import RequestValidator
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.harness import free_port, wait_http  # noqa: E402
 from tests.fakes import slack_api, telegram_api, twilio_api  # noqa: E402
 from tests.fakes.live_server import LiveServer  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI  # noqa: E402
@@ -45,21 +45,8 @@ TG_SECRET = "bench-telegram-secret"
 SLACK_SECRET = "bench-slack-signing-secret"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
-def wait_http(url: str, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(url, timeout=1)
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"{url} did not come up")
 
 
 # -- signed deliveries, one user each ----------------------------------------------------------

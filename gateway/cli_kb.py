@@ -144,16 +144,10 @@ def register_kb(sub: argparse._SubParsersAction) -> None:
 
 
 def _eval(args: argparse.Namespace, settings: Settings) -> int:
-    from rag_core.encoders import build_dense_encoder
+    from gateway.knowledge import dense_encoder
     from rag_core.evaluation import evaluate, format_report
 
-    encoder = build_dense_encoder(
-        settings.embeddings,
-        model=settings.embedding_model if settings.embeddings == "fastembed" else None,
-        model_path=settings.embedding_model_path,
-        base_url=settings.llm_base_url,
-        api_key=settings.llm_api_key.get_secret_value() if settings.llm_api_key else None,
-    )
+    encoder = dense_encoder(settings)
 
     async def run():
         llm = None

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from gateway.errors import InvalidInput
 from gateway.settings import Settings
-from rag_core.encoders import build_dense_encoder
+from rag_core.encoders import DenseEncoder, build_dense_encoder
 from rag_core.generation import StructuredGenerator
 from rag_core.knowledge_base import KnowledgeBase, open_qdrant
 from rag_core.retrieval import ChatTurn, SearchRequest, SearchResult, StrategyContext
@@ -23,16 +23,21 @@ log = logging.getLogger(__name__)
 MAX_QUERY_CHARS = 4000
 
 
+def dense_encoder(settings: Settings) -> DenseEncoder | None:
+    """The configured embedding model, or None (sparse-only) when it is off or cannot load."""
+    return build_dense_encoder(
+        settings.embeddings,
+        model=settings.embedding_model if settings.embeddings == "fastembed" else None,
+        model_path=settings.embedding_model_path,
+        base_url=settings.llm_base_url,
+        api_key=settings.llm_api_key.get_secret_value() if settings.llm_api_key else None,
+    )
+
+
 class Knowledge:
     def __init__(self, settings: Settings, generator: StructuredGenerator | None) -> None:
         self.settings = settings
-        dense = build_dense_encoder(
-            settings.embeddings,
-            model=settings.embedding_model if settings.embeddings == "fastembed" else None,
-            model_path=settings.embedding_model_path,
-            base_url=settings.llm_base_url,
-            api_key=settings.llm_api_key.get_secret_value() if settings.llm_api_key else None,
-        )
+        dense = dense_encoder(settings)
         self.client = open_qdrant(settings.qdrant_url, settings.data_dir / "qdrant")
         self.kb = KnowledgeBase(self.client, settings.agent_id, dense=dense)
         self.strategies = build_strategies(StrategyContext(knowledge_base=self.kb, generator=generator))

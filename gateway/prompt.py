@@ -30,13 +30,12 @@ from gateway.feeds import FeedEntry
 from gateway.live_context import LiveContext
 from gateway.models import Message, PromptMessage, Role
 from gateway.template_store import TemplateRenderFailed, default_source
+from rag_core.rag_context import replace_rag_placeholder
 from rag_core.tokens import estimate_tokens
 
 log = logging.getLogger(__name__)
 
 _CHAT_ROLES = {Role.USER: "user", Role.AGENT: "assistant"}
-RAG_PLACEHOLDER = "<||rag_placeholder||>"
-NO_RAG = "No additional information"
 
 DEFAULT_BUDGETS: dict[str, int] = {
     "instructions": 1500,
@@ -55,10 +54,6 @@ BUSINESS_NAME = declare_customer_attribute(
 BUSINESS_INSTRUCTIONS = declare_customer_attribute(
     AttributeSpec("project_attributes_setting_business_instructions", str, "",
                   "instructions for the agent, placed at the top of the system prompt"))
-
-
-def replace_rag_placeholder(compiled: str, rag: str) -> str:
-    return compiled.replace(RAG_PLACEHOLDER, rag.strip() or NO_RAG)
 
 
 def default_template(name: str) -> str:

@@ -38,24 +38,30 @@ async def _read_line() -> str | None:
     return line.rstrip("\n") if line else None
 
 
+async def _lines():
+    """The user's messages, prompted one at a time, until end of input."""
+    while True:
+        sys.stdout.write(PROMPT)
+        sys.stdout.flush()
+        text = await _read_line()
+        if text is None:
+            return
+        if text.strip():
+            yield text
+
+
 async def _over_http(url: str) -> int:
     async with httpx.AsyncClient(base_url=url, timeout=120) as client:
         session = (await client.post("/api/chat/sessions")).json()
         auth = {"Authorization": f"Bearer {session['token']}"}
         print(f"connected to {url} (session {session['session_id']}); Ctrl-D to quit")
-        while True:
-            sys.stdout.write(PROMPT)
-            sys.stdout.flush()
-            text = await _read_line()
-            if text is None:
-                return 0
-            if not text.strip():
-                continue
+        async for text in _lines():
             resp = await client.post(
                 f"/api/chat/sessions/{session['session_id']}/messages", json={"text": text}, headers=auth
             )
             body = resp.json()
             print(f"agent> {body['reply']['text']}" if resp.is_success else f"error> {body['message']}")
+        return 0
 
 
 async def _in_process(settings: Settings) -> int:
@@ -66,19 +72,13 @@ async def _in_process(settings: Settings) -> int:
     identity = f"terminal:{new_id()}"
     print("in-process agent (no gateway was running); Ctrl-D to quit")
     try:
-        while True:
-            sys.stdout.write(PROMPT)
-            sys.stdout.flush()
-            text = await _read_line()
-            if text is None:
-                return 0
-            if not text.strip():
-                continue
+        async for text in _lines():
             inbound = InboundMessage(
                 channel="terminal", external_user_id=identity, external_message_id=new_id(),
                 identity=identity, text=text,
             )
             await services.pipeline.handle(inbound, _PrintingSink())
+        return 0
     finally:
         await services.aclose()
 
