@@ -90,7 +90,8 @@ def agent_id(redis_url) -> Iterator[str]:
 @pytest.fixture
 def fake_openai() -> Iterator[FakeOpenAI]:
     fake = FakeOpenAI()
-    with LiveServer(fake.app()) as server:
+    # A fake may hold a request open on purpose; stopping it must not wait for that.
+    with LiveServer(fake.app(), graceful_timeout_s=1) as server:
         fake.url = server.url + "/v1"
         yield fake
 

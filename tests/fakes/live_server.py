@@ -16,10 +16,11 @@ def free_port() -> int:
 
 
 class LiveServer:
-    def __init__(self, app, port: int | None = None) -> None:
+    def __init__(self, app, port: int | None = None, graceful_timeout_s: float | None = None) -> None:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on")
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on",
+                                timeout_graceful_shutdown=graceful_timeout_s)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
@@ -34,7 +35,6 @@ class LiveServer:
 
     def stop(self) -> None:
         self.server.should_exit = True
-        self.server.force_exit = True  # don't wait for handlers a test left hanging on purpose
         self.thread.join(15)
 
     def __enter__(self) -> LiveServer:
