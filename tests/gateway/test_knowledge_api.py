@@ -93,3 +93,14 @@ def test_a_new_question_is_not_pinned_to_the_topic_the_agent_just_quoted(client)
         body = client.post("/api/kb/search", json={
             "query": "How much is an e-bike?", "history": history, "strategy": strategy}).json()
         assert body["results"][0]["source"] == "bikes", strategy
+
+
+def test_readyz_fails_when_the_knowledge_base_is_unreachable_and_chat_goes_on(gateway, fake_openai):
+    assert httpx.get(f"{gateway.url}/readyz").json() == {"ready": True, "checks": {"redis": "ok", "qdrant": "ok"}}
+    gateway.services.knowledge.client.close()  # Qdrant gone
+    ready = httpx.get(f"{gateway.url}/readyz")
+    assert ready.status_code == 503 and ready.json()["checks"]["qdrant"].startswith("failed")
+    session = httpx.post(f"{gateway.url}/api/chat/sessions").json()
+    reply = httpx.post(f"{gateway.url}/api/chat/sessions/{session['session_id']}/messages", json={"text": "hi"},
+                       headers={"Authorization": f"Bearer {session['token']}"}, timeout=30)
+    assert reply.status_code == 200 and reply.json()["reply"]["text"] == "echo: hi"
