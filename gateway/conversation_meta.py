@@ -80,21 +80,32 @@ class ConversationMeta:
         self.delay_s = delay_s
 
     async def on_turn_completed(self, event: TurnCompleted) -> None:
+        """At most one extraction per persona per ``delay_s``: a burst of turns costs one, and it
+        does not compete with the next reply for the language model. The hot path is one Redis
+        command; an RQ job is scheduled only when none is pending."""
         if self.llm is None:
             return
-        await asyncio.to_thread(self._schedule, event.persona_id)
+        store = self.attributes.store
+        key = store.key("meta", "pending", event.persona_id)
+        if await store.redis.set(key, "1", nx=True, ex=self.delay_s + 3600):
+            due = datetime.now(UTC) + timedelta(seconds=self.delay_s)
+            await asyncio.to_thread(self._schedule, event.persona_id, due)
 
-    def _schedule(self, persona_id: str) -> None:
-        """One job per persona, pushed back by every turn: a burst of turns costs one extraction,
-        and the extraction does not compete with the next reply for the language model."""
+    def _schedule(self, persona_id: str, at: datetime) -> None:
         job = self.queue.create_job(
-            extract_meta_job, args=(self.agent_id, persona_id), job_id=f"meta-{self.agent_id}-{persona_id}",
+            extract_meta_job, args=(self.agent_id, persona_id),
             result_ttl=300, failure_ttl=24 * 3600, ttl=self.delay_s + 3600,
         )
-        if self.delay_s:
-            self.queue.schedule_job(job, datetime.now(UTC) + timedelta(seconds=self.delay_s))
+        if at > datetime.now(UTC):
+            self.queue.schedule_job(job, at)
         else:
             self.queue.enqueue_job(job)
+
+    async def run_due(self, persona_id: str) -> str | None:
+        """The job. The marker goes first, so a turn arriving during extraction schedules the next."""
+        store = self.attributes.store
+        await store.redis.delete(store.key("meta", "pending", persona_id))
+        return await self.extract(persona_id)
 
     async def extract(self, persona_id: str) -> str | None:
         """Update and store the persona's ``conversation_meta``; ``None`` when skipped (no LLM)."""

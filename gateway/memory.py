@@ -8,8 +8,9 @@ from datetime import datetime
 from gateway.models import Message, Persona, Role
 from gateway.store import RedisStore
 
-# Read a little more than asked so channel / system filters still leave ``count`` messages.
-_OVERFETCH = 4
+# Read a little more than asked so channel / system filters usually leave ``count`` messages;
+# read again, wider, only when they did not.
+_MARGIN = 6
 
 
 class Memory:
@@ -29,22 +30,35 @@ class Memory:
         """Up to ``count`` messages, oldest first, whose texts add up to at most ``max_chars``."""
         persona_id = persona if isinstance(persona, str) else persona.id
         wanted = set(channels) if channels is not None else None
-        fetched = await self.store.persona_messages(
-            persona_id, newest=count * _OVERFETCH, since=since, until=until
-        )
-        kept: list[Message] = []
-        used = 0
-        for message in reversed(fetched):
-            if wanted is not None and message.channel not in wanted:
-                continue
-            if message.role is Role.SYSTEM and not include_system:
-                continue
-            if len(kept) == count or used + len(message.text) > max_chars:
-                break
-            kept.append(message)
-            used += len(message.text)
-        kept.reverse()
-        return kept
+        window = count + _MARGIN
+        while True:
+            fetched = await self.store.persona_messages(persona_id, newest=window, since=since, until=until)
+            kept, cut = _newest(fetched, count, max_chars, wanted, include_system)
+            if len(kept) == count or cut or len(fetched) < window:
+                return kept
+            window *= 4
+
+
+def _newest(
+    messages: list[Message], count: int, max_chars: int, wanted: set[str] | None, include_system: bool
+) -> tuple[list[Message], bool]:
+    """The newest messages that pass the filters, oldest first, and whether the character limit cut them."""
+    kept: list[Message] = []
+    used = 0
+    for message in reversed(messages):
+        if wanted is not None and message.channel not in wanted:
+            continue
+        if message.role is Role.SYSTEM and not include_system:
+            continue
+        if len(kept) == count:
+            break
+        if used + len(message.text) > max_chars:
+            kept.reverse()
+            return kept, True
+        kept.append(message)
+        used += len(message.text)
+    kept.reverse()
+    return kept, False
 
 
 def format_history(messages: Iterable[Message]) -> str:

@@ -37,6 +37,8 @@ from gateway.turn_lock import TurnLock
 
 log = logging.getLogger(__name__)
 
+RECENT_FOR_CONTEXT = 21  # the seed's RAG history (20 messages) plus the message being answered
+
 
 @dataclass
 class Turn:
@@ -49,7 +51,8 @@ class Turn:
     ticket: int
     started: bool
     trace: TurnTrace
-    memory: list[Message] = field(default_factory=list)
+    memory: list[Message] = field(default_factory=list)  # what the prompt shows
+    recent: list[Message] = field(default_factory=list)  # a longer window, for context preparers
     rag: str = ""
     hits: list[KnowledgeHit] = field(default_factory=list)
     voice: bool = False
@@ -195,9 +198,12 @@ class TurnPipeline:
         """Memory → context preparers → prompt: the part of a turn the prompt preview shares.
 
         ``pending`` is a user message that is not stored (a preview's sample text)."""
-        turn.memory = self._memory_for(turn, await self.memory.get_memory(
-            turn.persona, count=self.settings.memory_count, max_chars=self.settings.memory_max_chars
+        # One read serves the prompt and the RAG search (which wants a longer history).
+        turn.recent = self._memory_for(turn, await self.memory.get_memory(
+            turn.persona, count=max(self.settings.memory_count, RECENT_FOR_CONTEXT),
+            max_chars=self.settings.memory_max_chars,
         ))
+        turn.memory = turn.recent[-self.settings.memory_count:]
         if pending is not None:
             turn.memory.append(pending)
         if clock is not None:

@@ -10,6 +10,7 @@ marker; ``AssembledPrompt.sections`` reports every section's size and what was c
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -112,24 +113,32 @@ class PromptBuilder:
 
     async def sections(self, inputs: PromptInputs) -> dict[str, str]:
         """The raw content of every text section, before budgets."""
-        persona = await self.persona_attributes.all(inputs.persona_id)
-        customer = await self.customer_attributes.all()
+        return (await self._read(inputs))[0]
+
+    async def _read(self, inputs: PromptInputs) -> tuple[dict[str, str], dict]:
+        # Independent reads, in flight together: a turn waits for the slowest, not for their sum.
+        persona, customer, calendar, injection, feeds = await asyncio.gather(
+            self.persona_attributes.all(inputs.persona_id),
+            self.customer_attributes.all(),
+            self.live.calendar.current(),
+            self.live.data_injection.section(),
+            self.live.feeds.live(inputs.persona_id),
+        )
         now = self.live.clock.now()
-        injected = [await self.live.data_injection.section()]
-        injected += [render_feed(e, now) for e in await self.live.feeds.live(inputs.persona_id)]
-        return {
+        injected = [injection, *(render_feed(e, now) for e in feeds)]
+        raw = {
             "instructions": customer[BUSINESS_INSTRUCTIONS.name].strip(),
             "conversation_meta": persona[CONVERSATION_META.name].strip(),
             "custom_sections": persona[CUSTOM_PROMPT_SECTION.name].strip(),
-            "calendar": await self.live.calendar.current(),
+            "calendar": calendar,
             "injected_data": "\n\n".join(part for part in injected if part),
             "rag": inputs.rag.strip(),
         }
+        return raw, customer
 
     async def build(self, inputs: PromptInputs) -> AssembledPrompt:
-        raw = await self.sections(inputs)
+        raw, customer = await self._read(inputs)
         sized = {name: fit(text, self.budgets[name]) for name, text in raw.items()}
-        customer = await self.customer_attributes.all()
         zone = ZoneInfo(customer[TIMEZONE.name])
         local = self.live.clock.now().astimezone(zone)
         variables: dict[str, object] = {

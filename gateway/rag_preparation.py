@@ -68,9 +68,16 @@ class PrepareRagContext:
         self.queue = queue
 
     # -- the algorithm -------------------------------------------------------------------------
-    async def prepare_for(self, persona_id: str, query: str, exclude_message_id: str | None = None) -> SearchResult:
+    async def prepare_for(
+        self,
+        persona_id: str,
+        query: str,
+        exclude_message_id: str | None = None,
+        recent: list[Message] | None = None,
+    ) -> SearchResult:
         """Search with the conversation around ``query`` and store the result as the ``rag`` attribute."""
-        recent = await self.memory.get_memory(persona_id, count=RAG_HISTORY_MESSAGES + 1)
+        if recent is None:
+            recent = await self.memory.get_memory(persona_id, count=RAG_HISTORY_MESSAGES + 1)
         history = _history(recent, exclude_message_id)
         meta = await self.attributes.get(persona_id, "conversation_meta")
         result = await self.knowledge.search(query, history, conversation_meta=str(meta or ""))
@@ -83,7 +90,9 @@ class PrepareRagContext:
             await self._queued(turn)
             return
         try:
-            result = await self.prepare_for(turn.persona.id, turn.inbound.text, turn.user_message.id)
+            result = await self.prepare_for(
+                turn.persona.id, turn.inbound.text, turn.user_message.id, turn.recent or None
+            )
         except KnowledgeBaseUnavailable as exc:
             log.warning("knowledge base unavailable; replying without RAG: %s", exc)
             turn.trace.retrieval = RetrievalTrace(skipped=f"knowledge base unavailable: {exc}")

@@ -31,6 +31,7 @@ async def test_structured_generation_valid_first_time(llm, fake_openai):
     assert body["temperature"] == 0.2 and body["top_p"] == 0
     assert body["response_format"]["json_schema"]["schema"] == SCHEMA
     assert body["messages"] == [{"role": "system", "content": "What is it?"}]
+    assert fake_openai.chat_requests()[0]["headers"]["authorization"] == "Bearer sk-test"
 
 
 async def test_structured_generation_retries_once_on_invalid_output(llm, fake_openai):

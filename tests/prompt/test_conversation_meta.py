@@ -98,3 +98,20 @@ def test_schema_is_strict_json_schema():
     assert SCHEMA["additionalProperties"] is False
     assert set(SCHEMA["required"]) == set(SCHEMA["properties"])
     json.dumps(SCHEMA)
+
+
+async def test_a_burst_of_turns_schedules_one_extraction(services, fake_openai):
+    from gateway.events import TurnCompleted
+
+    meta = services.live.conversation_meta
+    meta.delay_s = 30
+    persona = await services.store.resolve_persona("web:burst")
+    for n in range(3):
+        await meta.on_turn_completed(TurnCompleted(persona.id, "c1", f"t{n}"))
+    scheduled = services.queues["jobs"].scheduled_job_registry
+    assert len(scheduled.get_job_ids()) == 1
+    # Once that job has run, the next turn schedules the next extraction.
+    fake_openai.script_json(META)
+    assert "Ada Lovelace" in await meta.run_due(persona.id)
+    await meta.on_turn_completed(TurnCompleted(persona.id, "c1", "t3"))
+    assert len(scheduled.get_job_ids()) == 2
