@@ -45,12 +45,17 @@ class WebSessions:
         return WebSession(session_id, persona.id), token
 
     async def authenticate(self, session_id: str, token: str | None) -> WebSession:
-        raw = await self.store.redis.hgetall(self._key(session_id)) if len(session_id) <= 64 else {}
+        raw = {}
+        if len(session_id) <= 64:
+            # Read and slide the expiry in one round trip (EXPIRE on a missing key does nothing).
+            pipe = self.store.redis.pipeline(transaction=False)
+            pipe.hgetall(self._key(session_id))
+            pipe.expire(self._key(session_id), SESSION_TTL_S)
+            raw, _ = await pipe.execute()
         if not raw:
             raise NotFound("unknown chat session")
         if token is None:
             raise Unauthorized("missing session token")
         if not hmac.compare_digest(_digest(token), raw[b"token"].decode()):
             raise Unauthorized("wrong session token")
-        await self.store.redis.expire(self._key(session_id), SESSION_TTL_S)
         return WebSession(session_id, raw[b"persona_id"].decode())

@@ -124,7 +124,9 @@ class CalendarService:
 
     async def current(self) -> str:
         """The stored calendar when it starts today; rebuilt now if a timer was missed."""
-        stored = await self.attributes.get(CALENDAR.name)
-        if stored.startswith(f"today {day_label(await self.today())}"):
+        values = await self.attributes.all()  # one read: the stored calendar and its time zone
+        today = self.clock.now().astimezone(ZoneInfo(values[TIMEZONE.name])).date()
+        stored = values[CALENDAR.name]
+        if stored.startswith(f"today {day_label(today)}"):
             return stored
         return await self.rebuild()

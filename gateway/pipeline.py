@@ -27,6 +27,7 @@ from gateway.models import (
     Role,
     StageTiming,
     TurnTrace,
+    utcnow,
 )
 from gateway.prompt import PromptInputs
 from gateway.responders import KnowledgeHit, Reply, ReplyRequest, Responder
@@ -175,9 +176,7 @@ class TurnPipeline:
                 DeliveryStatus.DELIVERED if delivery.delivered else DeliveryStatus.FAILED
             )
             agent_message.delivery_error = delivery.error
-            await self.store.update_message(agent_message)
             clock.lap("deliver")
-            await self.sessions.touch(turn.conversation)
             trace = turn.trace
             trace.agent_message_id = agent_message.id
             trace.reply = reply.text
@@ -186,7 +185,8 @@ class TurnPipeline:
             trace.usage = reply.usage
             trace.delivery_error = delivery.error
             trace.total_ms = round((time.perf_counter() - t0) * 1000, 3)
-            await self.store.save_trace(trace)
+            turn.conversation.last_activity_at = utcnow()
+            await self.store.finish_turn(agent_message, turn.conversation, trace, self.sessions.activity_key)
         self.metrics.turns.labels(turn.inbound.channel, reply.responder).inc()
         self.metrics.turn_seconds.labels(turn.inbound.channel).observe(time.perf_counter() - t0)
         await self.events.publish(

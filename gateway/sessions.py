@@ -24,7 +24,7 @@ class Sessions:
         self.timeout = timedelta(seconds=inactivity_timeout_s)
 
     @property
-    def _activity_key(self) -> str:
+    def activity_key(self) -> str:
         return self.store.key("active_convs")
 
     async def open(self, persona: Persona, inbound: InboundMessage) -> tuple[Conversation, bool]:
@@ -37,23 +37,15 @@ class Sessions:
         started = conv is None
         if conv is None:
             conv = Conversation(persona_id=persona.id, channel=inbound.channel, thread=inbound.thread)
-            await self.store.set_active(conv)
         conv.last_activity_at = now
-        await self.store.save_conversation(conv)
-        await self.store.redis.zadd(self._activity_key, {conv.id: now.timestamp()})
+        await self.store.save_conversation(conv, activity_key=self.activity_key, make_active=started)
         if started:
             await self.events.publish(ConversationStarted(persona=persona, conversation=conv))
         return conv, started
 
-    async def touch(self, conversation: Conversation) -> None:
-        now = utcnow()
-        conversation.last_activity_at = now
-        await self.store.save_conversation(conversation)
-        await self.store.redis.zadd(self._activity_key, {conversation.id: now.timestamp()})
-
     async def end(self, conversation: Conversation, reason: str) -> bool:
         """End once; a second call (another replica, a late status callback) is a no-op."""
-        if not await self.store.redis.zrem(self._activity_key, conversation.id):
+        if not await self.store.redis.zrem(self.activity_key, conversation.id):
             fresh = await self.store.get_conversation(conversation.id)
             if fresh is None or not fresh.active:
                 return False
@@ -72,12 +64,12 @@ class Sessions:
     async def end_idle(self) -> int:
         """End every conversation idle past the timeout; run by a timer. Returns how many ended."""
         cutoff = (utcnow() - self.timeout).timestamp()
-        ids = await self.store.redis.zrangebyscore(self._activity_key, "-inf", cutoff)
+        ids = await self.store.redis.zrangebyscore(self.activity_key, "-inf", cutoff)
         ended = 0
         for raw in ids:
             conv = await self.store.get_conversation(raw.decode())
             if conv is None:
-                await self.store.redis.zrem(self._activity_key, raw)
+                await self.store.redis.zrem(self.activity_key, raw)
                 continue
             ended += await self.end(conv, "timeout")
         return ended

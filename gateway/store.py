@@ -82,13 +82,21 @@ class RedisStore:
         else:
             await self.redis.delete(key)
 
-    async def save_conversation(self, conversation: Conversation) -> None:
+    async def save_conversation(
+        self, conversation: Conversation, *, activity_key: str | None = None, make_active: bool = False
+    ) -> None:
+        """Store the conversation (and, in the same round trip, its activity and active pointer)."""
         pipe = self.redis.pipeline(transaction=False)
         pipe.set(self.key("conv", conversation.id), conversation.model_dump_json())
         pipe.zadd(
             self.key("persona", conversation.persona_id, "convs"),
             {conversation.id: conversation.started_at.timestamp()},
         )
+        if activity_key is not None:
+            pipe.zadd(activity_key, {conversation.id: conversation.last_activity_at.timestamp()})
+        if make_active:
+            pipe.set(self._active_key(conversation.persona_id, conversation.channel, conversation.thread),
+                     conversation.id)
         await pipe.execute()
 
     async def get_conversation(self, conversation_id: str) -> Conversation | None:
@@ -108,9 +116,6 @@ class RedisStore:
         pipe.zadd(self.key("conv", message.conversation_id, "msgs"), {message.id: ts})
         pipe.zadd(self.key("persona", message.persona_id, "msgs"), {message.id: ts})
         await pipe.execute()
-
-    async def update_message(self, message: Message) -> None:
-        await self.redis.set(self.key("msg", message.id), message.model_dump_json())
 
     async def get_message(self, message_id: str) -> Message | None:
         raw = await self.redis.get(self.key("msg", message_id))
@@ -136,6 +141,20 @@ class RedisStore:
         )
         messages = await self._mget(Message, [self.key("msg", i.decode()) for i in reversed(ids)])
         return messages
+
+    async def finish_turn(
+        self, message: Message, conversation: Conversation, trace: TurnTrace, activity_key: str
+    ) -> None:
+        """A turn's closing writes in one round trip: the delivered reply, the conversation's
+        activity, and the trace."""
+        ts = conversation.last_activity_at.timestamp()
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.set(self.key("msg", message.id), message.model_dump_json())
+        pipe.set(self.key("conv", conversation.id), conversation.model_dump_json())
+        pipe.zadd(activity_key, {conversation.id: ts})
+        pipe.set(self.key("trace", trace.turn_id), trace.model_dump_json())
+        pipe.rpush(self.key("conv", trace.conversation_id, "traces"), trace.turn_id)
+        await pipe.execute()
 
     # -- traces --------------------------------------------------------------------------------
     async def save_trace(self, trace: TurnTrace) -> None:

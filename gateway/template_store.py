@@ -7,6 +7,7 @@ goes live — syntax, variables the template may not use, and a trial render wit
 
 from __future__ import annotations
 
+import functools
 import json
 import traceback
 from dataclasses import dataclass
@@ -65,6 +66,7 @@ class TemplateVersion:
     previous_versions: int = 0
 
 
+@functools.cache
 def default_source(name: str) -> str:
     return resources.files("gateway.templates").joinpath(f"{name}.j2").read_text(encoding="utf-8")
 
@@ -160,9 +162,11 @@ class TemplateStore:
 
     async def render(self, name: str, **variables: object) -> str:
         """Render the live version; ``TemplateRenderFailed`` names the line that failed."""
-        version = await self.get(name)
+        self._known(name)
+        raw = await self.store.redis.get(self._key(name))  # one read per render: this is on every turn
+        source = json.loads(raw)["source"] if raw is not None else default_source(name)
         try:
-            return self.compiled(name, version.source).render(**variables)
+            return self.compiled(name, source).render(**variables)
         except Exception as exc:  # translated once, here, for every template user
             line = _template_line(exc)
             raise TemplateRenderFailed(
