@@ -1,10 +1,11 @@
 """Webhook ack latency with a slow LLM, and duplicate replies after vendor redeliveries.
 
 A gateway subprocess (uvicorn, every channel configured) talks to a fake LLM that takes 2 s per
-reply and to fake Telegram / Slack / Twilio APIs (tests/fakes, in this process, recording every
-send). aiohttp sends signed deliveries at concurrency 50 — each from a different user, so turns
-run in parallel — and times each ack; then 20% of the deliveries are replayed as the vendors
-retry them. After every turn has finished, any user with more than one reply is a duplicate.
+reply and to fake Telegram / Slack / Twilio APIs (tests/fakes, recording every send, in a process
+of their own so they do not share the load generator's GIL). aiohttp sends signed deliveries at
+concurrency 50 — each from a different user, so turns run in parallel — and times each ack; then
+20% of the deliveries are replayed as the vendors retry them. After every turn has finished, any
+user with more than one reply is a duplicate.
 Targets: ack p99 <= 50 ms, 0 duplicates. Redis at 127.0.0.1:6379 (or BENCH_REDIS_URL).
 
 Run: .venv/bin/python bench/webhook_ack.py [--per-channel 300] [--concurrency 50]
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import os
 import random
 import statistics
@@ -130,30 +132,50 @@ async def load(base: str, args: argparse.Namespace) -> tuple[dict, dict, int]:
     return first, replayed, len(replays)
 
 
+def serve_fakes(conn) -> None:
+    """The fake LLM and vendor APIs, in a process of their own: in the load generator's process their
+    threads would compete with it for the GIL and inflate every ack time it measures."""
+    llm = FakeOpenAI(default_delay_s=2.0)
+    fakes = {"telegram": telegram_api.FakeTelegram(), "slack": slack_api.FakeSlack(),
+             "twilio_sms": twilio_api.FakeTwilio()}
+    servers = [LiveServer(llm.app()).start()] + [LiveServer(f.app()).start() for f in fakes.values()]
+    for fake, server in zip(fakes.values(), servers[1:], strict=True):
+        fake.url = server.url
+    conn.send({"llm": servers[0].url + "/v1", **{name: fake.url for name, fake in fakes.items()}})
+    while (command := conn.recv()) != "stop":
+        if command == "progress":
+            conn.send({c: len(fakes[c].sent_texts()) for c in BUILDERS})
+        elif command == "recipients":
+            conn.send({c: Counter(_recipient(c, call) for call in fakes[c].recorder.received(_method(c)))
+                       for c in BUILDERS})
+    for server in servers:
+        server.stop()
+
+
 def gateway_env(agent: str, redis_url: str, llm_url: str, fakes: dict) -> dict[str, str]:
     return {**os.environ, "SWITCHBOARD_AGENT_ID": agent, "SWITCHBOARD_REDIS_URL": redis_url,
             "SWITCHBOARD_QDRANT_URL": ":memory:", "SWITCHBOARD_EMBEDDINGS": "none",
             "SWITCHBOARD_LLM_BASE_URL": llm_url, "SWITCHBOARD_LLM_API_KEY": "sk-bench",
             "SWITCHBOARD_PUBLIC_URL": PUBLIC_URL, "SWITCHBOARD_LOG_LEVEL": "WARNING",
             "SWITCHBOARD_TELEGRAM_BOT_TOKEN": telegram_api.TOKEN, "SWITCHBOARD_TELEGRAM_WEBHOOK_SECRET": TG_SECRET,
-            "SWITCHBOARD_TELEGRAM_API_BASE": fakes["telegram"].url,
+            "SWITCHBOARD_TELEGRAM_API_BASE": fakes["telegram"],
             "SWITCHBOARD_SLACK_BOT_TOKEN": slack_api.TOKEN, "SWITCHBOARD_SLACK_SIGNING_SECRET": SLACK_SECRET,
-            "SWITCHBOARD_SLACK_API_BASE": fakes["slack"].url + "/api/",
+            "SWITCHBOARD_SLACK_API_BASE": fakes["slack"] + "/api/",
             "SWITCHBOARD_TWILIO_ACCOUNT_SID": twilio_api.ACCOUNT_SID,
             "SWITCHBOARD_TWILIO_AUTH_TOKEN": twilio_api.AUTH_TOKEN,
-            "SWITCHBOARD_TWILIO_API_BASE": fakes["twilio_sms"].url,
+            "SWITCHBOARD_TWILIO_API_BASE": fakes["twilio_sms"],
             "SWITCHBOARD_TWILIO_FROM_NUMBER": twilio_api.FROM_NUMBER,
             "SWITCHBOARD_DATA_DIR": f"/tmp/{agent}"}
 
 
-def report(args: argparse.Namespace, fakes: dict, first: dict, replayed: dict, replays: int) -> None:
+def report(args: argparse.Namespace, recipients: dict, first: dict, replayed: dict, replays: int) -> None:
     print(f"deliveries: {args.per_channel} per channel + {replays} replays, concurrency {args.concurrency}, "
           f"{args.workers} gateway worker(s), LLM 2 s")
     print(f"{'channel':<11} {'acks':>5} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'replies':>8} {'dups':>5}")
     total_dups = 0
     for c in BUILDERS:
         lat = first[c] + replayed[c]
-        per_user = Counter(_recipient(c, call) for call in fakes[c].recorder.received(_method(c)))
+        per_user = recipients[c]
         dups = sum(k - 1 for k in per_user.values() if k > 1)
         total_dups += dups
         print(f"{c:<11} {len(lat):>5} {statistics.median(lat):>8.1f} {pct(lat, 0.99):>8.1f} "
@@ -166,33 +188,35 @@ def report(args: argparse.Namespace, fakes: dict, first: dict, replayed: dict, r
 
 
 def run(args: argparse.Namespace) -> None:
-    llm = FakeOpenAI(default_delay_s=2.0)
-    fakes = {"telegram": telegram_api.FakeTelegram(), "slack": slack_api.FakeSlack(),
-             "twilio_sms": twilio_api.FakeTwilio()}
-    servers = [LiveServer(llm.app()).start()] + [LiveServer(f.app()).start() for f in fakes.values()]
-    for fake, server in zip(fakes.values(), servers[1:], strict=True):
-        fake.url = server.url
+    parent, child = multiprocessing.Pipe()
+    fakes_process = multiprocessing.get_context("spawn").Process(target=serve_fakes, args=(child,), daemon=True)
+    fakes_process.start()
+    urls = parent.recv()
     agent = "bench" + uuid.uuid4().hex[:8]
     redis_url = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
     port = free_port()
     command = [sys.executable, "-m", "uvicorn", "gateway.app:create_app", "--factory", "--host", "127.0.0.1",
                "--port", str(port), "--log-level", "warning", "--no-access-log", "--workers", str(args.workers)]
-    gateway = subprocess.Popen(command, cwd=ROOT, env=gateway_env(agent, redis_url, servers[0].url + "/v1", fakes))
+    gateway = subprocess.Popen(command, cwd=ROOT, env=gateway_env(agent, redis_url, urls["llm"], urls))
     base = f"http://127.0.0.1:{port}"
     try:
         wait_http(base + "/healthz")
         first, replayed, replays = asyncio.run(load(base, args))
         expected = args.per_channel + 3
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and any(len(fakes[c].sent_texts()) < expected for c in BUILDERS):
+        while time.monotonic() < deadline:
+            parent.send("progress")
+            if all(sent >= expected for sent in parent.recv().values()):
+                break
             time.sleep(0.25)
         time.sleep(3.0)  # a duplicate turn would still be 2 s behind its original
-        report(args, fakes, first, replayed, replays)
+        parent.send("recipients")
+        report(args, parent.recv(), first, replayed, replays)
     finally:
         gateway.terminate()
         gateway.wait(30)
-        for server in servers:
-            server.stop()
+        parent.send("stop")
+        fakes_process.join(20)
         client = redis.Redis.from_url(redis_url)
         for pattern in (f"sb:{agent}:*", f"rq:*sb:{agent}:*"):
             keys = list(client.scan_iter(match=pattern, count=1000))
