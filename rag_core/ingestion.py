@@ -88,6 +88,28 @@ def parse_jsonl(text: str) -> ParsedTopics:
     return ParsedTopics(topics=topics, errors=errors)
 
 
+def reflow(lines: list[str]) -> str:
+    """Join a paragraph's soft-wrapped lines (in Markdown a single newline is a space); blank lines,
+    headings, list items, tables and fenced code keep their lines."""
+    out: list[str] = []
+    fenced = False
+    for line in lines:
+        if _FENCE.match(line):
+            fenced = not fenced
+            out.append(line)
+            continue
+        structural = (
+            fenced or not line.strip() or _BULLET.match(line) or line.lstrip().startswith(("#", "|", ">"))
+        )
+        previous = out[-1] if out else ""
+        joinable = previous.strip() and not _FENCE.match(previous) and not previous.lstrip().startswith(("#", "|"))
+        if not structural and joinable and not fenced:
+            out[-1] = f"{previous.rstrip()} {line.strip()}"
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
 class _MarkdownTopic:
     def __init__(self, line: int, title: str) -> None:
         self.line = line
@@ -136,7 +158,7 @@ class _MarkdownTopic:
             "title": self.title,
             "source": self.source or slugify(self.title),
             "facts": self.facts or [],
-            "summary": "\n".join(self.body).strip(),
+            "summary": reflow(self.body).strip(),
         }
         if self.labels is not None:
             data["labels"] = self.labels

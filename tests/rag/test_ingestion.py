@@ -93,3 +93,11 @@ def test_markdown_one_topic_per_h1_with_facts_source_and_labels():
     assert "# not a heading inside code" in parking.summary
     problems = [(e.line, e.message.split(":")[0]) for e in parsed.errors]
     assert problems == [(1, "text before the first # title"), (22, "title")]
+
+
+def test_markdown_soft_wrapped_paragraphs_become_one_line_each():
+    from rag_core.ingestion import parse_markdown
+
+    text = "# Prices\n\nE-bikes cost 35 euros\nper day.\n\nExtras:\n- helmet\n- lock\n\n```\nkeep\nlines\n```\n"
+    [topic] = parse_markdown(text).topics
+    assert topic.summary == "E-bikes cost 35 euros per day.\n\nExtras:\n- helmet\n- lock\n\n```\nkeep\nlines\n```"
