@@ -128,6 +128,7 @@ class Services:
         services.turns = TurnRunner(pipeline, store, metrics, drain_timeout_s=settings.turn_drain_timeout_s)
         services.on_stop.append(services.turns.stop)
         services.live = live
+        live.timers.add(sessions.sweep_timer(settings.session_sweep_s))
         live.subscribe(events)
         services.on_start.append(live.start)
         if run_worker if run_worker is not None else embedded is not None:

@@ -63,6 +63,7 @@ class Settings(BaseSettings):
 
     # Conversations.
     inactivity_timeout_s: int = 30 * 60
+    session_sweep_s: int = Field(default=60, ge=1)  # how often idle conversations are ended
     max_message_chars: int = 4000
     memory_count: int = 15
     memory_max_chars: int = 10_000

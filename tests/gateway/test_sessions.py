@@ -66,3 +66,21 @@ async def test_attribute_validation_refuses_and_keeps_the_old_value(services):
     with pytest.raises(InvalidInput, match="test_max_party"):
         await services.customer_attributes.set("test_max_party", "six")
     assert await services.customer_attributes.get("test_max_party") == 6
+
+
+async def test_the_sweep_timer_ends_idle_conversations_without_a_new_message(services):
+    from gateway.models import utcnow
+    from gateway.sessions import SWEEP_TIMER
+
+    persona = await services.store.resolve_persona("web:idle")
+    conv, _ = await services.sessions.open(persona, _inbound("web:idle"))
+    await services.persona_attributes.set(persona.id, "rag", "Opening hours\n9-5")
+    await services.store.redis.zadd(services.store.key("active_convs"), {conv.id: utcnow().timestamp() - 3600})
+    timers = services.live.timers
+    slot = await timers.timers[SWEEP_TIMER].current(utcnow())
+    assert await timers.tick(SWEEP_TIMER, slot.id) == f"fired {slot.id}"
+    assert (await services.store.get_conversation(conv.id)).end_reason == "timeout"
+    assert await services.persona_attributes.get(persona.id, "rag") == ""
+    # The tick scheduled the next sweep on RQ's scheduler.
+    following = await timers.timers[SWEEP_TIMER].following(utcnow())
+    assert timers.job_id(SWEEP_TIMER, following.id) in services.queues["timers"].scheduled_job_registry
