@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from fastapi import APIRouter
 
-    from gateway.services import Services
 
 Markup = Literal["plain", "html", "mrkdwn", "markdown"]
 
@@ -60,9 +59,3 @@ class ChannelAdapter(Protocol):
     async def start(self) -> None: ...
 
     async def stop(self) -> None: ...
-
-
-class ChannelFactory(Protocol):
-    def __call__(self, services: Services) -> ChannelAdapter | None:
-        """Build the adapter, or ``None`` when the channel is not configured."""
-        ...

@@ -13,9 +13,5 @@ def fetch_data_job(agent_id: str, slot: str = "") -> str:
     return run_job(agent_id, lambda s: s.live.data_injection.fetch(slot))
 
 
-def rebuild_calendar_job(agent_id: str) -> str:
-    return run_job(agent_id, lambda s: s.live.calendar.rebuild())
-
-
 def extract_meta_job(agent_id: str, persona_id: str) -> str | None:
     return run_job(agent_id, lambda s: s.live.conversation_meta.run_due(persona_id))

@@ -30,7 +30,7 @@ from gateway.clock import describe_age
 from gateway.feeds import FeedEntry
 from gateway.live_context import LiveContext
 from gateway.models import Message, PromptMessage, Role
-from gateway.template_store import TemplateRenderFailed, default_source
+from gateway.template_store import TemplateRenderFailed
 from rag_core.rag_context import replace_rag_placeholder
 from rag_core.tokens import estimate_tokens
 
@@ -55,10 +55,6 @@ BUSINESS_NAME = declare_customer_attribute(
 BUSINESS_INSTRUCTIONS = declare_customer_attribute(
     AttributeSpec("project_attributes_setting_business_instructions", str, "",
                   "instructions for the agent, placed at the top of the system prompt"))
-
-
-def default_template(name: str) -> str:
-    return default_source(name)
 
 
 @dataclass

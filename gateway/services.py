@@ -20,7 +20,7 @@ from gateway.live_context import LiveContext
 from gateway.llm import LLMClient
 from gateway.memory import Memory
 from gateway.metrics import Metrics
-from gateway.pipeline import ContextPreparer, TurnPipeline
+from gateway.pipeline import TurnPipeline
 from gateway.prompt import PromptBuilder
 from gateway.rag_preparation import PrepareRagContext
 from gateway.responders import LLMResponder, OfflineResponder, Responder
@@ -136,9 +136,6 @@ class Services:
         return services
 
     readiness: dict[str, Callable[[], Awaitable[None]]] = field(default_factory=dict)
-
-    def add_preparer(self, preparer: ContextPreparer) -> None:
-        self.pipeline.preparers.append(preparer)
 
     async def start(self) -> None:
         if self.worker is not None:

@@ -5,16 +5,13 @@ Every key lives under ``sb:<agent_id>:`` so several agents (and test runs) can s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime
-from typing import TypeVar
 
 from redis.asyncio import Redis
 
 from gateway.models import Conversation, Message, Persona, TurnTrace
 
 DEDUP_TTL_S = 7 * 24 * 3600
-M = TypeVar("M", Conversation, Message, TurnTrace)
 
 
 class RedisStore:
@@ -103,11 +100,6 @@ class RedisStore:
         raw = await self.redis.get(self.key("conv", conversation_id))
         return Conversation.model_validate_json(raw) if raw else None
 
-    async def persona_conversations(self, persona_id: str) -> list[Conversation]:
-        ids = await self.redis.zrange(self.key("persona", persona_id, "convs"), 0, -1)
-        convs = await self._mget(Conversation, [self.key("conv", i.decode()) for i in ids])
-        return convs
-
     # -- messages ------------------------------------------------------------------------------
     async def add_message(self, message: Message) -> None:
         ts = message.created_at.timestamp()
@@ -116,14 +108,6 @@ class RedisStore:
         pipe.zadd(self.key("conv", message.conversation_id, "msgs"), {message.id: ts})
         pipe.zadd(self.key("persona", message.persona_id, "msgs"), {message.id: ts})
         await pipe.execute()
-
-    async def get_message(self, message_id: str) -> Message | None:
-        raw = await self.redis.get(self.key("msg", message_id))
-        return Message.model_validate_json(raw) if raw else None
-
-    async def conversation_messages(self, conversation_id: str, limit: int = 500) -> list[Message]:
-        ids = await self.redis.zrange(self.key("conv", conversation_id, "msgs"), -limit, -1)
-        return await self._mget(Message, [self.key("msg", i.decode()) for i in ids])
 
     async def persona_messages(
         self,
@@ -139,8 +123,10 @@ class RedisStore:
         ids = await self.redis.zrevrangebyscore(
             self.key("persona", persona_id, "msgs"), high, low, start=0, num=newest
         )
-        messages = await self._mget(Message, [self.key("msg", i.decode()) for i in reversed(ids)])
-        return messages
+        if not ids:
+            return []
+        raws = await self.redis.mget([self.key("msg", i.decode()) for i in reversed(ids)])
+        return [Message.model_validate_json(raw) for raw in raws if raw]
 
     async def finish_turn(
         self, message: Message, conversation: Conversation, trace: TurnTrace, activity_key: str
@@ -162,16 +148,3 @@ class RedisStore:
         pipe.set(self.key("trace", trace.turn_id), trace.model_dump_json())
         pipe.rpush(self.key("conv", trace.conversation_id, "traces"), trace.turn_id)
         await pipe.execute()
-
-    async def get_trace(self, turn_id: str) -> TurnTrace | None:
-        raw = await self.redis.get(self.key("trace", turn_id))
-        return TurnTrace.model_validate_json(raw) if raw else None
-
-    async def conversation_traces(self, conversation_id: str) -> list[TurnTrace]:
-        ids = await self.redis.lrange(self.key("conv", conversation_id, "traces"), 0, -1)
-        return await self._mget(TurnTrace, [self.key("trace", i.decode()) for i in ids])
-
-    async def _mget(self, model: type[M], keys: Sequence[str]) -> list[M]:
-        if not keys:
-            return []
-        return [model.model_validate_json(raw) for raw in await self.redis.mget(keys) if raw]

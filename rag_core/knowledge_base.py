@@ -96,10 +96,6 @@ class KnowledgeBase:
     def dense_enabled(self) -> bool:
         return self._dense is not None
 
-    @property
-    def sparse_encoder(self) -> SparseEncoder:
-        return self._sparse
-
     # -- plumbing --------------------------------------------------------------------------
 
     def _call(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
