@@ -8,7 +8,11 @@ concurrency 50 — each from a different user, so turns run in parallel — and 
 user with more than one reply is a duplicate.
 Targets: ack p99 <= 50 ms, 0 duplicates. Redis at 127.0.0.1:6379 (or BENCH_REDIS_URL).
 
-Run: .venv/bin/python bench/webhook_ack.py [--per-channel 300] [--concurrency 50]
+Two topologies: ``--turn-workers 0`` runs the turn consumers inside the gateway process (the
+embedded default); ``--turn-workers N`` runs the gateway with SWITCHBOARD_INBOX_CONSUMER=false and
+N ``switchboard worker`` processes consuming the inbox (the production split).
+
+Run: .venv/bin/python bench/webhook_ack.py [--per-channel 300] [--concurrency 50] [--turn-workers 1]
 """
 
 from __future__ import annotations
@@ -169,8 +173,9 @@ def gateway_env(agent: str, redis_url: str, llm_url: str, fakes: dict) -> dict[s
 
 
 def report(args: argparse.Namespace, recipients: dict, first: dict, replayed: dict, replays: int) -> None:
+    turns = f"{args.turn_workers} `switchboard worker` process(es)" if args.turn_workers else "the gateway"
     print(f"deliveries: {args.per_channel} per channel + {replays} replays, concurrency {args.concurrency}, "
-          f"{args.workers} gateway worker(s), LLM 2 s")
+          f"{args.workers} gateway process(es), turns run in {turns}, LLM 2 s")
     print(f"{'channel':<11} {'acks':>5} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'replies':>8} {'dups':>5}")
     total_dups = 0
     for c in BUILDERS:
@@ -197,7 +202,13 @@ def run(args: argparse.Namespace) -> None:
     port = free_port()
     command = [sys.executable, "-m", "uvicorn", "gateway.app:create_app", "--factory", "--host", "127.0.0.1",
                "--port", str(port), "--log-level", "warning", "--no-access-log", "--workers", str(args.workers)]
-    gateway = subprocess.Popen(command, cwd=ROOT, env=gateway_env(agent, redis_url, urls["llm"], urls))
+    env = gateway_env(agent, redis_url, urls["llm"], urls)
+    if args.turn_workers:
+        env["SWITCHBOARD_INBOX_CONSUMER"] = "false"
+    gateway = subprocess.Popen(command, cwd=ROOT, env=env)
+    workers = [subprocess.Popen([sys.executable, "-m", "gateway", "worker"], cwd=ROOT,
+                                env={**env, "SWITCHBOARD_DATA_DIR": f"/tmp/{agent}-w{k}"})
+               for k in range(args.turn_workers)]
     base = f"http://127.0.0.1:{port}"
     try:
         wait_http(base + "/healthz")
@@ -213,8 +224,10 @@ def run(args: argparse.Namespace) -> None:
         parent.send("recipients")
         report(args, parent.recv(), first, replayed, replays)
     finally:
-        gateway.terminate()
-        gateway.wait(30)
+        for proc in (gateway, *workers):
+            proc.terminate()
+        for proc in (gateway, *workers):
+            proc.wait(30)
         parent.send("stop")
         fakes_process.join(20)
         client = redis.Redis.from_url(redis_url)
@@ -237,6 +250,8 @@ def main() -> None:
     parser.add_argument("--per-channel", type=int, default=300)
     parser.add_argument("--concurrency", type=int, default=50)
     parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes (gateway replicas)")
+    parser.add_argument("--turn-workers", type=int, default=0,
+                        help="`switchboard worker` processes running the turns (0: the gateway runs them)")
     run(parser.parse_args())
 
 

@@ -7,12 +7,12 @@ from typing import NoReturn
 
 from channels.errors import ChannelRateLimited, ChannelUnavailable
 from channels.outbound_retry import RetryPolicy, send_with_retry
-from gateway.channel import DeliveryReport
+from gateway.channel import DeliveryReport, SendWork, TurnWork, Work
 from gateway.errors import ChannelDeliveryError, Forbidden, Unauthorized
 from gateway.services import Services
 from gateway.turn_runner import TurnRunner
 
-__all__ = ["deliver_parts", "reject_unverified", "turn_runner"]
+__all__ = ["deliver_parts", "reject_unverified", "run_work", "turn_runner"]
 
 ChannelRetryable = (ChannelRateLimited, ChannelUnavailable)
 
@@ -44,3 +44,11 @@ def turn_runner(services: Services) -> TurnRunner:
     if services.turns is None:
         raise RuntimeError("Services.turns is not set: build services with Services.build")
     return services.turns
+
+
+def run_work(runner: TurnRunner, work: Work | None) -> None:
+    """Run accepted work in the background, outside the inbox (polled updates)."""
+    if isinstance(work, TurnWork):
+        runner.schedule(work.turn, work.sink)
+    elif isinstance(work, SendWork):
+        runner.spawn(work.send(), what=work.what)

@@ -9,7 +9,7 @@ from importlib import import_module
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
-from gateway.channel import ChannelAdapter
+from gateway.channel import ChannelAdapter, InboxHandler
 from gateway.services import Services
 from gateway.settings import Settings
 
@@ -51,9 +51,27 @@ def build_adapters(services: Services) -> dict[str, ChannelAdapter]:
     return adapters
 
 
+def _register_handlers(services: Services, adapters: dict[str, ChannelAdapter]) -> None:
+    for name, adapter in adapters.items():
+        if isinstance(adapter, InboxHandler):
+            services.inbox_handlers[name] = adapter
+
+
+def install_worker(services: Services) -> None:
+    """The ``switchboard.workers`` entry point: consume the inbox of every configured channel here.
+
+    No routes and no ``start`` (no webhook registration, no polling): only the vendor clients that
+    send replies, closed when the worker stops."""
+    adapters = build_adapters(services)
+    _register_handlers(services, adapters)
+    for adapter in adapters.values():
+        services.on_stop.append(adapter.stop)
+
+
 def install(app: FastAPI, services: Services) -> None:
     """The ``switchboard.plugins`` entry point: mount every configured channel on the app."""
     adapters = build_adapters(services)
+    _register_handlers(services, adapters)
     for adapter in adapters.values():
         app.include_router(adapter.router())
         services.on_start.append(adapter.start)

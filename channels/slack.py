@@ -1,13 +1,17 @@
 """Slack on slack-bolt (FastAPI adapter): app mentions answered in their thread, and direct messages.
 
-The signing secret and the 5-minute timestamp window are checked before bolt sees the request
-(bolt checks them again); listeners persist the message, schedule the turn and return, so bolt
-acknowledges well inside Slack's 3 seconds. A redelivery (``X-Slack-Retry-Num``) carries the same
-message, whose ``channel:ts`` the pipeline has already claimed: it gets 200 and no second reply.
+The signing secret and the 5-minute timestamp window are checked first. A message or mention
+event is queued in the inbox (deduplicated on ``event_id``, which every ``X-Slack-Retry-Num``
+redelivery repeats, ordered per channel and thread) and acknowledged at once, well inside Slack's
+3 seconds; everything else (``url_verification``) goes to bolt's FastAPI handler. A turn consumer
+dispatches the queued event through bolt, whose listeners persist the message and hand back the
+turn. The pipeline also claims ``channel:ts``, so an ``app_mention`` and a ``message`` event for
+the same message make one turn.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 
@@ -16,6 +20,7 @@ from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, ValidationError
 from slack_bolt.adapter.fastapi.async_handler import AsyncSlackRequestHandler
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
@@ -24,7 +29,9 @@ from channels.delivery import deliver_parts, reject_unverified, turn_runner
 from channels.errors import ChannelRateLimited, ChannelRejected, ChannelUnavailable
 from channels.outbound_retry import RetryPolicy
 from channels.render import render
-from gateway.channel import Capabilities, DeliveryReport
+from gateway.channel import Capabilities, DeliveryRejected, DeliveryReport, TurnWork
+from gateway.errors import BadRequest
+from gateway.inbox import Delivery
 from gateway.models import InboundMessage
 from gateway.services import Services
 
@@ -35,6 +42,9 @@ CHANNEL = "slack"
 EVENTS_PATH = "/channels/slack/events"
 CAPABILITIES = Capabilities(max_length=40_000, markup="mrkdwn")
 _MENTION = re.compile(r"<@[UW][A-Z0-9]+(?:\|[^>]*)?>")
+QUEUED_EVENTS = ("app_mention", "message")
+_WORK = "switchboard_work"
+_ERROR = "switchboard_error"
 
 
 class SlackEvent(BaseModel):
@@ -56,6 +66,11 @@ class SlackEvent(BaseModel):
     @property
     def from_person(self) -> bool:
         return self.user is not None and self.bot_id is None and self.subtype is None
+
+    @property
+    def reply_ts(self) -> str | None:
+        """The thread a reply goes to: a mention is answered in its thread (a new one if top-level)."""
+        return self.thread_ts or self.ts if self.type == "app_mention" else self.thread_ts
 
     def plain_text(self) -> str:
         text = _MENTION.sub("", self.text)
@@ -107,9 +122,10 @@ class SlackAdapter:
         self.policy = RetryPolicy.from_settings(services.settings)
         self.runner = turn_runner(services)
         self.verifier = SignatureVerifier(signing_secret)
-        # Our own listeners only persist and schedule, so bolt may run them before it acks.
+        # Listeners run inside dispatch (process_before_response) so the consumer gets their turn back.
+        # Queued events were verified when they arrived, possibly longer ago than bolt's 5-minute window.
         self.app = AsyncApp(client=client, signing_secret=signing_secret, process_before_response=True,
-                            logger=logging.getLogger("slack_bolt"))
+                            request_verification_enabled=False, logger=logging.getLogger("slack_bolt"))
         self.app.event("app_mention")(self.on_mention)
         self.app.event("message")(self.on_message)
         self.handler = AsyncSlackRequestHandler(self.app)
@@ -128,33 +144,63 @@ class SlackAdapter:
             request.headers.get("X-Slack-Signature", ""),
         ):
             reject_unverified(self.services, CHANNEL, "invalid Slack signature or stale timestamp")
-        return await self.handler.handle(request)
+        envelope = _json_object(body)
+        event = envelope.get("event") if envelope and envelope.get("type") == "event_callback" else None
+        if not isinstance(event, dict) or event.get("type") not in QUEUED_EVENTS:
+            return await self.handler.handle(request)  # url_verification, other events: bolt answers
+        event_id = envelope.get("event_id")
+        if not isinstance(event_id, str) or not event_id:
+            raise BadRequest("Slack event_callback without an event_id")
+        order_key = f"{event.get('channel')}:{event.get('thread_ts') or ''}"
+        if not await self.services.inbox.push(CHANNEL, event_id, order_key, body):
+            self.services.metrics.duplicates.labels(CHANNEL).inc()
+        return Response(status_code=200)
+
+    # -- a turn consumer hands queued events back here -----------------------------------------
+    async def accept(self, delivery: Delivery) -> TurnWork | None:
+        request = AsyncBoltRequest(body=delivery.body, headers={"content-type": "application/json"})
+        response = await self.app.async_dispatch(request)
+        if (error := request.context.get(_ERROR)) is not None:
+            raise error  # a listener failed (Redis?): the consumer retries the delivery
+        if response.status >= 400:
+            raise DeliveryRejected(f"bolt refused the queued event: HTTP {response.status} {response.body[:200]}")
+        return request.context.get(_WORK)
+
+    def sink_for(self, delivery: Delivery) -> SlackSink:
+        event = _json_object(delivery.body.encode()).get("event") or {}
+        try:
+            parsed = SlackEvent.model_validate(event)
+        except ValidationError as exc:
+            raise DeliveryRejected("a queued Slack event without the fields of a message") from exc
+        return SlackSink(self.client, parsed.channel, parsed.reply_ts, self.policy)
 
     # bolt injects listener arguments by parameter name
-    async def on_mention(self, body: dict, event: dict) -> None:
-        await self._accept(body, event, mention=True)
+    async def on_mention(self, body: dict, event: dict, context: dict) -> None:
+        await self._listen(body, event, context, mention=True)
 
-    async def on_message(self, body: dict, event: dict) -> None:
-        await self._accept(body, event, mention=False)
+    async def on_message(self, body: dict, event: dict, context: dict) -> None:
+        await self._listen(body, event, context, mention=False)
 
-    async def _accept(self, body: dict, raw: dict, *, mention: bool) -> None:
+    async def _listen(self, body: dict, raw: dict, context: dict, *, mention: bool) -> None:
+        try:
+            context[_WORK] = await self._accept(body, raw, mention=mention)
+        except Exception as exc:  # handed to the consumer: bolt would only log it
+            context[_ERROR] = exc
+
+    async def _accept(self, body: dict, raw: dict, *, mention: bool) -> TurnWork | None:
         try:
             event = SlackEvent.model_validate(raw)
         except ValidationError:
             log.info("slack event %s without the fields of a message; ignored", body.get("event_id"))
-            return
+            return None
         if not event.from_person or (not mention and event.channel_type != "im"):
-            return  # bots (ourselves included), edits and channel chatter without a mention
+            return None  # bots (ourselves included), edits and channel chatter without a mention
         text = event.plain_text()
         if not text:
-            return
+            return None
         team = event.team or body.get("team_id") or "-"
-        if mention:
-            reply_ts = event.thread_ts or event.ts
-            thread = f"{event.channel}:{reply_ts}"
-        else:
-            reply_ts = event.thread_ts
-            thread = f"{event.channel}:{reply_ts}" if reply_ts else event.channel
+        reply_ts = event.reply_ts
+        thread = f"{event.channel}:{reply_ts}" if reply_ts else event.channel
         inbound = InboundMessage(
             channel=CHANNEL,
             external_user_id=f"{team}/{event.user}",
@@ -166,13 +212,20 @@ class SlackAdapter:
             thread=thread,
         )
         turn = await self.services.pipeline.accept(inbound)
-        if turn is not None:
-            self.runner.schedule(turn, SlackSink(self.client, event.channel, reply_ts, self.policy))
+        return None if turn is None else TurnWork(turn, SlackSink(self.client, event.channel, reply_ts, self.policy))
 
     def router(self) -> APIRouter:
         router = APIRouter()
         router.add_api_route(EVENTS_PATH, self.events, methods=["POST"], include_in_schema=False)
         return router
+
+
+def _json_object(body: bytes) -> dict:
+    try:
+        value = json.loads(body)
+    except ValueError:  # form-encoded payloads (interactivity) are bolt's
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def build(services: Services) -> SlackAdapter | None:

@@ -1,8 +1,10 @@
 """Telegram on aiogram 3: webhook (secret-token header) or long polling, HTML replies, typing action.
 
-The webhook verifies ``X-Telegram-Bot-Api-Secret-Token`` in constant time, persists the message
-and schedules the turn, and answers 200 at once; a redelivered ``update_id`` gets 200 and nothing
-else. Replies are HTML (escaped, 4,096 characters after escaping) split into numbered parts.
+The webhook verifies ``X-Telegram-Bot-Api-Secret-Token`` in constant time, checks the body is an
+``Update``, queues it in the inbox (deduplicated on ``update_id``, ordered per chat) and answers
+200 at once; a redelivered ``update_id`` gets 200 and nothing else. A turn consumer hands the
+update back to ``accept``. Polled updates (local use) take the same ``accept`` in the poller's
+order. Replies are HTML (escaped, 4,096 characters after escaping) split into numbered parts.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from aiogram.types import ReplyParameters, Update, User
 from fastapi import APIRouter, Request
 from pydantic import ValidationError
 
-from channels.delivery import deliver_parts, reject_unverified, turn_runner
+from channels.delivery import deliver_parts, reject_unverified, run_work, turn_runner
 from channels.errors import ChannelRateLimited, ChannelRejected, ChannelUnavailable
 from channels.outbound_retry import RetryPolicy, send_with_retry
 from channels.render import render
@@ -36,10 +38,13 @@ from channels.telegram_updates import (
     Ignored,
     StartCommand,
     Unsupported,
+    chat_key,
     read_update,
+    target_of,
 )
-from gateway.channel import Capabilities, DeliveryReport
+from gateway.channel import Capabilities, DeliveryRejected, DeliveryReport, SendWork, TurnWork, Work
 from gateway.errors import BadRequest, ChannelDeliveryError, ServiceUnavailable
+from gateway.inbox import Delivery
 from gateway.services import Services
 
 __all__ = ["TelegramAdapter", "TelegramSink", "build"]
@@ -162,26 +167,42 @@ class TelegramAdapter:
 
     async def webhook(self, request: Request) -> dict:
         self.verify(request)
+        body = await request.body()
         try:
-            update = Update.model_validate_json(await request.body(), context={"bot": self.bot})
+            update = Update.model_validate_json(body)
         except ValidationError as exc:
             raise BadRequest("body is not a Telegram Update") from exc
-        await self.process(update)
+        if not await self.services.inbox.push(CHANNEL, str(update.update_id), chat_key(update), body):
+            self.services.metrics.duplicates.labels(CHANNEL).inc()
         return {"ok": True}
 
-    async def process(self, update: Update) -> None:
+    # -- a turn consumer hands queued updates back here ----------------------------------------
+    def _update(self, delivery: Delivery) -> Update:
+        try:
+            return Update.model_validate_json(delivery.body, context={"bot": self.bot})
+        except ValidationError as exc:
+            raise DeliveryRejected(f"not a Telegram Update: {exc.error_count()} validation error(s)") from exc
+
+    async def accept(self, delivery: Delivery) -> Work | None:
+        return await self.accept_update(self._update(delivery))
+
+    def sink_for(self, delivery: Delivery) -> TelegramSink:
+        msg = self._update(delivery).message
+        if msg is None:
+            raise DeliveryRejected("a Telegram update without a message has no reply target")
+        return TelegramSink(self.bot, target_of(msg), self.policy)
+
+    async def accept_update(self, update: Update) -> Work | None:
         event = read_update(update, await self.me())
         if isinstance(event, Ignored):
             log.debug("telegram update %s ignored: %s", update.update_id, event.reason)
-            return
+            return None
         if isinstance(event, ChatText):
             turn = await self.services.pipeline.accept(event.inbound)
-            if turn is not None:
-                self.runner.schedule(turn, TelegramSink(self.bot, event.target, self.policy))
-            return
+            return None if turn is None else TurnWork(turn, TelegramSink(self.bot, event.target, self.policy))
         if not await self.services.store.claim_once(CHANNEL, "update", str(update.update_id)):
             self.services.metrics.duplicates.labels(CHANNEL).inc()
-            return
+            return None
         if isinstance(event, StartCommand):
             await self._restart(event)
             text = self.settings.channel_welcome_message
@@ -189,7 +210,7 @@ class TelegramAdapter:
             assert isinstance(event, Unsupported)
             text = self.settings.channel_unsupported_message
         sink = TelegramSink(self.bot, event.target, self.policy)
-        self.runner.spawn(sink.say(text), what=f"telegram canned reply to update {update.update_id}")
+        return SendWork(lambda: sink.say(text), what=f"telegram canned reply to update {update.update_id}")
 
     async def _restart(self, event: StartCommand) -> None:
         """``/start`` ends the chat's current conversation; the next message begins a fresh one."""
@@ -216,7 +237,7 @@ class TelegramAdapter:
             for update in updates:
                 offset = update.update_id + 1
                 try:
-                    await self.process(update)
+                    run_work(self.runner, await self.accept_update(update))
                 except Exception:  # the top of a polled delivery: log it and go on with the next
                     log.exception("telegram update %s failed", update.update_id)
 

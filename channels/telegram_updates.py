@@ -14,7 +14,10 @@ from aiogram.types import Message, Update, User
 
 from gateway.models import Attachment, InboundMessage
 
-__all__ = ["ChatText", "ChatTarget", "Ignored", "StartCommand", "TelegramEvent", "Unsupported", "read_update"]
+__all__ = [
+    "ChatText", "ChatTarget", "Ignored", "StartCommand", "TelegramEvent", "Unsupported", "chat_key", "read_update",
+    "target_of",
+]
 
 CHANNEL = "telegram"
 _NON_TEXT = ("photo", "voice", "video_note", "video", "audio", "document", "sticker", "animation",
@@ -101,6 +104,22 @@ def _addressed_to_bot(msg: Message, me: User) -> tuple[bool, str]:
     return bool(mentions) or replied, " ".join(text.split()) if mentions else text
 
 
+def chat_key(update: Update) -> str:
+    """The chat (and forum topic) an update belongs to: its deliveries are answered in order."""
+    msg = update.message or update.edited_message
+    if msg is None:
+        return "updates"
+    topic = msg.message_thread_id if msg.is_topic_message else None
+    return f"{msg.chat.id}:{topic}" if topic else str(msg.chat.id)
+
+
+def target_of(msg: Message) -> ChatTarget:
+    """Where the reply to ``msg`` goes: its chat and topic, and in groups the message it answers."""
+    private = msg.chat.type == "private"
+    topic = msg.message_thread_id if msg.is_topic_message else None
+    return ChatTarget(msg.chat.id, topic, None if private else msg.message_id)
+
+
 def read_update(update: Update, me: User) -> TelegramEvent:
     msg = update.message
     if msg is None:
@@ -116,9 +135,8 @@ def read_update(update: Update, me: User) -> TelegramEvent:
         addressed, text = _addressed_to_bot(msg, me)
         if not addressed:
             return Ignored("group message not for the bot")
-    topic = msg.message_thread_id if msg.is_topic_message else None
-    target = ChatTarget(msg.chat.id, topic, None if private else msg.message_id)
-    thread = f"{msg.chat.id}:{topic}" if topic else str(msg.chat.id)
+    target = target_of(msg)
+    thread = chat_key(update)
     identity = f"telegram:{msg.from_user.id}"
     command = (text or "").strip().split("@", 1)[0].split(maxsplit=1)
     if command and command[0] == "/start":

@@ -1,11 +1,15 @@
 """Twilio SMS: empty TwiML at once, the reply later through the REST API; STOP/START/HELP respected.
 
-A number that texted STOP gets nothing until it texts START (checked again just before each
-send, so a STOP that arrives mid-turn still wins). HELP is answered in the webhook's own TwiML.
+The webhook verifies the signature, answers the keywords itself and queues every other message
+in the inbox (deduplicated on ``MessageSid``, ordered per number); a turn consumer persists and
+answers it. A number that texted STOP gets nothing until it texts START (checked when the turn
+is accepted and again just before each send, so a STOP that arrives mid-turn still wins). HELP
+is answered in the webhook's own TwiML.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 
 from fastapi import APIRouter, Request, Response
@@ -17,8 +21,9 @@ from channels.errors import ChannelRejected
 from channels.outbound_retry import RetryPolicy
 from channels.render import render
 from channels.twilio_rest import SmsWebhook, TwilioRest, twilio_configured, verified_form
-from gateway.channel import Capabilities, DeliveryReport
+from gateway.channel import Capabilities, DeliveryRejected, DeliveryReport, TurnWork
 from gateway.errors import BadRequest
+from gateway.inbox import Delivery
 from gateway.models import Attachment, InboundMessage
 from gateway.services import Services
 from gateway.store import RedisStore
@@ -125,11 +130,25 @@ class TwilioSmsAdapter:
                 return twiml(settings.sms_resubscribed_message)
             case "help":
                 return twiml(settings.sms_help_message)
-        if await self.opt_outs.opted_out(sms.from_):
-            log.info("SMS %s from an opted-out number; not answered", sms.message_sid)
-            return twiml()
         if not sms.body.strip():
             return twiml(settings.channel_unsupported_message)
+        if not await self.services.inbox.push(CHANNEL, sms.message_sid, sms.from_, json.dumps(form)):
+            self.services.metrics.duplicates.labels(CHANNEL).inc()
+        return twiml()
+
+    # -- a turn consumer hands queued messages back here ---------------------------------------
+    @staticmethod
+    def _sms(delivery: Delivery) -> SmsWebhook:
+        try:
+            return SmsWebhook.model_validate(delivery.json())
+        except (ValidationError, ValueError) as exc:
+            raise DeliveryRejected("not a Twilio SMS webhook (MessageSid, From, To expected)") from exc
+
+    async def accept(self, delivery: Delivery) -> TurnWork | None:
+        sms = self._sms(delivery)
+        if await self.opt_outs.opted_out(sms.from_):
+            log.info("SMS %s from an opted-out number; not answered", sms.message_sid)
+            return None
         inbound = InboundMessage(
             channel=CHANNEL,
             external_user_id=sms.from_,
@@ -139,9 +158,11 @@ class TwilioSmsAdapter:
             attachments=tuple(Attachment(kind="media") for _ in range(sms.num_media)),
         )
         turn = await self.services.pipeline.accept(inbound)
-        if turn is not None:
-            self.runner.schedule(turn, SmsSink(self.rest, self.opt_outs, sms.from_, sms.to, self.policy))
-        return twiml()
+        return None if turn is None else TurnWork(turn, self.sink_for(delivery))
+
+    def sink_for(self, delivery: Delivery) -> SmsSink:
+        sms = self._sms(delivery)
+        return SmsSink(self.rest, self.opt_outs, sms.from_, sms.to, self.policy)
 
     def router(self) -> APIRouter:
         router = APIRouter()

@@ -38,7 +38,11 @@ def _worker(args: argparse.Namespace, settings: Settings) -> int:
             file=sys.stderr,
         )
         return 2
-    services = Services.build(settings, run_worker=False)
+    from gateway.plugins import install_worker_plugins
+
+    # Turns from the channels' inbox run here too (on the services loop), beside the RQ jobs.
+    services = Services.build(settings, run_worker=False, consume_inbox=True)
+    install_worker_plugins(services)
     loop = asyncio.new_event_loop()
     threading.Thread(target=loop.run_forever, name="services-loop", daemon=True).start()
     asyncio.run_coroutine_threadsafe(services.start(), loop).result()
@@ -73,7 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--demo", action="store_true", help="load the demo knowledge base if empty")
     serve.set_defaults(func=_serve)
 
-    worker = sub.add_parser("worker", help="run background jobs and timers (needs SWITCHBOARD_REDIS_URL)")
+    worker = sub.add_parser(
+        "worker", help="run channel turns, background jobs and timers (needs SWITCHBOARD_REDIS_URL)"
+    )
     worker.set_defaults(func=_worker)
 
     chat = sub.add_parser("chat", help="talk with the agent in the terminal")

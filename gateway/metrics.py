@@ -31,3 +31,10 @@ class Metrics:
         )
         self.queue_depth = Gauge("switchboard_queue_depth", "Jobs waiting per RQ queue", ["queue"], registry=r)
         self.job_failures = Counter("switchboard_job_failures", "Background job failures", ["job"], registry=r)
+        self.inbox_dead = Counter(
+            "switchboard_inbox_dead_letters", "Deliveries parked as impossible to process", ["channel"], registry=r
+        )
+        self.inbox_reclaimed = Counter(
+            "switchboard_inbox_reclaimed", "Deliveries taken over from a consumer that went away", ["channel"],
+            registry=r,
+        )

@@ -2,7 +2,9 @@
 
 Imports point one way (``channels → gateway → rag_core``; nothing imports ``admin_ui``), so the
 gateway never imports them: each declares an ``install(app, services)`` function in the
-``switchboard.plugins`` entry-point group of ``pyproject.toml``.
+``switchboard.plugins`` entry-point group of ``pyproject.toml``. A package whose work also runs
+in ``switchboard worker`` (the channels consume the inbox there) declares an
+``install_worker(services)`` in ``switchboard.workers``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 GROUP = "switchboard.plugins"
+WORKER_GROUP = "switchboard.workers"
 
 
 def install_plugins(app: FastAPI, services: Services) -> list[str]:
@@ -26,4 +29,13 @@ def install_plugins(app: FastAPI, services: Services) -> list[str]:
         ep.load()(app, services)
         installed.append(ep.name)
     log.debug("plugins installed: %s", installed)
+    return installed
+
+
+def install_worker_plugins(services: Services) -> list[str]:
+    installed = []
+    for ep in sorted(entry_points(group=WORKER_GROUP), key=lambda e: e.name):
+        ep.load()(services)
+        installed.append(ep.name)
+    log.debug("worker plugins installed: %s", installed)
     return installed

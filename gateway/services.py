@@ -11,10 +11,13 @@ from redis.asyncio import BlockingConnectionPool, Redis
 from rq import Queue
 
 from gateway.attributes import CustomerAttributes, PersonaAttributes
+from gateway.channel import InboxHandler
 from gateway.clock import Clock
 from gateway.demo_knowledge import load_demo_knowledge
 from gateway.embedded import EmbeddedRedis
 from gateway.events import ConversationStarted, EventBus
+from gateway.inbox import Inbox
+from gateway.inbox_consumer import InboxConsumer
 from gateway.knowledge import Knowledge
 from gateway.live_context import LiveContext
 from gateway.llm import LLMClient
@@ -58,14 +61,18 @@ class Services:
     rag: PrepareRagContext | None = None
     embedded_redis: EmbeddedRedis | None = None
     worker: InProcessWorker | None = None
-    turns: TurnRunner | None = None  # background turns of the ack-fast channels
+    turns: TurnRunner | None = None  # background turns (voice, inbox deliveries, polled updates)
+    inbox: Inbox | None = None  # deliveries the webhooks acknowledged, waiting for a turn consumer
+    consumer: InboxConsumer | None = None  # started when this process consumes the inbox
+    inbox_handlers: dict[str, InboxHandler] = field(default_factory=dict)  # channel name -> its handler
     live: LiveContext | None = None  # prompt templates, sections, feeds, data injection, calendar, timers
     on_start: list[Hook] = field(default_factory=list)
     on_stop: list[Hook] = field(default_factory=list)
 
     @classmethod
     def build(
-        cls, settings: Settings, *, run_worker: bool | None = None, clock: Clock | None = None
+        cls, settings: Settings, *, run_worker: bool | None = None, clock: Clock | None = None,
+        consume_inbox: bool | None = None,
     ) -> Services:
         embedded = None
         redis_url = settings.redis_url
@@ -127,6 +134,11 @@ class Services:
             services.on_start.append(lambda: load_demo_knowledge(knowledge))
         services.turns = TurnRunner(pipeline, store, metrics, drain_timeout_s=settings.turn_drain_timeout_s)
         services.on_stop.append(services.turns.stop)
+        services.inbox = Inbox(redis, store)
+        if consume_inbox if consume_inbox is not None else settings.inbox_consumer:
+            services.consumer = InboxConsumer(
+                services.inbox, services.turns, settings, metrics, handlers=services.inbox_handlers
+            )
         services.live = live
         live.timers.add(sessions.sweep_timer(settings.session_sweep_s))
         live.subscribe(events)
@@ -142,8 +154,12 @@ class Services:
             self.worker.start()
         for hook in self.on_start:
             await hook()
+        if self.consumer is not None and self.inbox_handlers:
+            await self.consumer.start()
 
     async def aclose(self) -> None:
+        if self.consumer is not None:  # first: its turns still need the channels' vendor clients
+            await self.consumer.stop()
         for hook in reversed(self.on_stop):
             try:
                 await hook()

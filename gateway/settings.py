@@ -91,6 +91,11 @@ class Settings(BaseSettings):
     channel_retry_base_s: float = 0.5  # first backoff after a 5xx / network error, doubled per try
     channel_retry_max_s: float = 30.0  # longest wait, also the cap on a vendor's retry_after
     turn_drain_timeout_s: float = 20.0  # on shutdown, how long in-flight turns may finish
+    # Inbox: webhooks queue deliveries; turn consumers (in the gateway and/or `switchboard worker`) run them
+    inbox_consumer: bool = True  # run turn consumers in the gateway process too (false: workers only)
+    inbox_concurrency: int = Field(default=64, ge=1)  # turns one process runs at once
+    inbox_reclaim_s: float = Field(default=30.0, gt=0)  # a dead consumer's deliveries are resumed after this
+    inbox_max_attempts: int = Field(default=5, ge=1)  # then a delivery that keeps failing is dead-lettered
     telegram_register_webhook: bool = False  # call setWebhook(PUBLIC_URL/channels/telegram/webhook) on start
     channel_welcome_message: str = "Hi! Ask me anything and I'll do my best to help."
     channel_unsupported_message: str = (

@@ -70,10 +70,16 @@ class TurnLock:
         base = f"{self.prefix}turnlock:{conversation_id}:"
         return base + "ticket", base + "serving", base + "lease", base + "stall"
 
+    def ticket_key(self, conversation_id: str) -> str:
+        return self._keys(conversation_id)[0]
+
     async def take_ticket(self, conversation_id: str) -> int:
-        ticket_key, *_ = self._keys(conversation_id)
-        ticket = int(await self.redis.incr(ticket_key))
-        return ticket
+        return int(await self.redis.incr(self.ticket_key(conversation_id)))
+
+    async def pass_ticket(self, conversation_id: str, ticket: int) -> None:
+        """Give up a ticket without running (its work was dropped): the next one need not wait for it."""
+        _, serving, lease, _ = self._keys(conversation_id)
+        await self._release(keys=[serving, lease], args=[ticket])
 
     @asynccontextmanager
     async def hold(self, conversation_id: str, ticket: int, wait_s: float) -> AsyncIterator[None]:

@@ -48,11 +48,11 @@ class TurnRunner:
 
     def schedule(self, turn: Turn, sink: ReplySink) -> asyncio.Task[TurnOutcome | None]:
         """Run ``pipeline.run(turn, sink)`` in the background; returns the task (callers may ignore it)."""
-        return self._track(self._run_turn(turn, sink), f"turn {turn.trace.turn_id}")
+        return self._track(self.run_turn(turn, sink), f"turn {turn.trace.turn_id}")
 
     def spawn(self, work: Coroutine[Any, Any, None], *, what: str) -> asyncio.Task[None]:
         """Run a channel's own background send (a canned answer, a greeting), tracked like a turn."""
-        return self._track(self._run_other(work, what), what)
+        return self._track(self.run_other(work, what), what)
 
     def _track(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(coro, name=name)
@@ -60,7 +60,8 @@ class TurnRunner:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    async def _run_turn(self, turn: Turn, sink: ReplySink) -> TurnOutcome | None:
+    async def run_turn(self, turn: Turn, sink: ReplySink) -> TurnOutcome | None:
+        """Run a turn here and now; a failure is logged, counted and recorded, never raised."""
         typing = asyncio.create_task(self._keep_typing(sink)) if isinstance(sink, ShowsTyping) else None
         try:
             return await self.pipeline.run(turn, sink)
@@ -75,7 +76,8 @@ class TurnRunner:
             if typing is not None:
                 typing.cancel()
 
-    async def _run_other(self, work: Coroutine[Any, Any, None], what: str) -> None:
+    async def run_other(self, work: Coroutine[Any, Any, None], what: str) -> None:
+        """Run a channel's own send; a failure is logged and counted, never raised."""
         try:
             await work
         except Exception:  # the top of a background job

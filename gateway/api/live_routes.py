@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from gateway.api import attributes, feeds, personas, prompt_preview, templates
+from gateway.api import attributes, feeds, inbox, personas, prompt_preview, templates
 
 
 def include_live_routes(app: FastAPI) -> None:
-    for module in (templates, attributes, personas, prompt_preview, feeds):
+    for module in (templates, attributes, personas, prompt_preview, feeds, inbox):
         app.include_router(module.router)

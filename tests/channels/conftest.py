@@ -107,8 +107,18 @@ def wait_until(check: Callable[[], object], timeout: float = 8.0, what: str = "c
 
 
 def settle(live: LiveServer, timeout: float = 10.0) -> None:
-    """Wait until the gateway has no background turn left."""
-    wait_until(lambda: live.services.turns.in_flight == 0, timeout, "background turns to finish")
+    """Wait until the gateway has no delivery left in its inbox and no background turn left."""
+    services = live.services
+    r = redis.Redis.from_url(services.settings.redis_url)
+
+    def idle() -> bool:
+        return (r.xlen(services.inbox.stream) == 0 and services.consumer.in_flight == 0
+                and services.turns.in_flight == 0)
+
+    try:
+        wait_until(idle, timeout, "the inbox and background turns to finish")
+    finally:
+        r.close()
 
 
 class Stored:

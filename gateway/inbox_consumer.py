@@ -1,0 +1,167 @@
+"""Turn consumers: take acknowledged deliveries from the inbox and run their turns.
+
+Many turns run at once (``inbox_concurrency`` per process; most of a turn is waiting on the LLM),
+yet each chat's deliveries are accepted in arrival order across every consumer process: the
+webhook gave each delivery a ticket, and ``accept`` runs under that chat's ticket lock. An entry is
+acknowledged only when its turn has finished. While a turn runs its entry is kept alive; if the
+process dies, another consumer claims the entry after ``inbox_reclaim_s`` and resumes it (from the
+accepted turn when the user message was already persisted, so it is neither lost nor stored
+twice). On a graceful stop, turns that do not finish within the drain time are handed back at
+once. A delivery that cannot be processed is dead-lettered with its reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from uuid import uuid4
+
+from gateway.channel import DeliveryRejected, InboxHandler, SendWork, TurnWork, Work
+from gateway.inbox import Delivery, Inbox
+from gateway.metrics import Metrics
+from gateway.settings import Settings
+from gateway.turn_runner import TurnRunner
+
+__all__ = ["InboxConsumer"]
+
+log = logging.getLogger(__name__)
+
+
+class InboxConsumer:
+    def __init__(
+        self, inbox: Inbox, runner: TurnRunner, settings: Settings, metrics: Metrics,
+        handlers: dict[str, InboxHandler] | None = None,
+    ) -> None:
+        self.inbox = inbox
+        self.runner = runner
+        self.settings = settings
+        self.metrics = metrics
+        self.handlers: dict[str, InboxHandler] = handlers if handlers is not None else {}
+        self.name = f"{socket.gethostname()}-{os.getpid()}-{uuid4().hex[:6]}"
+        self.capacity = settings.inbox_concurrency
+        self.reclaim_ms = int(settings.inbox_reclaim_s * 1000)
+        self._inflight: dict[str, asyncio.Task[None]] = {}
+        self._slot = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = False
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._inflight)
+
+    async def start(self) -> None:
+        await self.inbox.ensure_group()
+        self._tasks = [
+            asyncio.create_task(self._read_loop(), name=f"inbox consumer {self.name}"),
+            asyncio.create_task(self._keep_alive(), name=f"inbox keep-alive {self.name}"),
+        ]
+        log.info("inbox consumer %s started (%d turns at once)", self.name, self.capacity)
+
+    async def stop(self) -> None:
+        self._stopping = True
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        pending = list(self._inflight.values())
+        if pending:
+            await asyncio.wait(pending, timeout=self.settings.turn_drain_timeout_s)
+        leftovers = dict(self._inflight)
+        if leftovers:
+            log.warning("handing %d unfinished turn(s) back to the inbox", len(leftovers))
+            for task in leftovers.values():
+                task.cancel()
+            await asyncio.gather(*leftovers.values(), return_exceptions=True)
+            try:
+                await self.inbox.hand_back(list(leftovers))
+            except Exception:  # the entries stay pending and are reclaimed after inbox_reclaim_s
+                log.exception("could not hand turns back to the inbox")
+
+    # -- reading ---------------------------------------------------------------------------------
+    async def _read_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_reclaim = 0.0
+        while not self._stopping:
+            free = self.capacity - len(self._inflight)
+            if free <= 0:
+                self._slot.clear()
+                await self._slot.wait()
+                continue
+            try:
+                if loop.time() >= next_reclaim:
+                    next_reclaim = loop.time() + self.settings.inbox_reclaim_s / 2
+                    reclaimed = await self.inbox.reclaim(self.name, self.reclaim_ms, free)
+                    for delivery in reclaimed:
+                        self.metrics.inbox_reclaimed.labels(delivery.channel).inc()
+                        log.warning("resuming %s delivery %s left by another consumer", delivery.channel,
+                                    delivery.dedup_id)
+                        self._spawn(delivery)
+                    if reclaimed:
+                        continue
+                block_ms = max(50, min(1000, int((next_reclaim - loop.time()) * 1000)))
+                for delivery in await self.inbox.read(self.name, free, block_ms):
+                    self._spawn(delivery)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # Redis away: keep trying, the entries wait in the stream
+                log.exception("inbox read failed; retrying")
+                await asyncio.sleep(1.0)
+
+    def _spawn(self, delivery: Delivery) -> None:
+        task = asyncio.get_running_loop().create_task(self._consume(delivery), name=f"delivery {delivery.id}")
+        self._inflight[delivery.id] = task
+
+        def finished(_: asyncio.Task[None]) -> None:
+            self._inflight.pop(delivery.id, None)
+            self._slot.set()
+
+        task.add_done_callback(finished)
+
+    async def _keep_alive(self) -> None:
+        interval = max(0.05, self.settings.inbox_reclaim_s / 3)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.inbox.keep(self.name, list(self._inflight))
+            except Exception:
+                log.exception("could not keep in-flight inbox entries alive")
+
+    # -- one delivery ----------------------------------------------------------------------------
+    async def _consume(self, delivery: Delivery) -> None:
+        handler = self.handlers.get(delivery.channel)
+        if handler is None:
+            await self._dead(delivery, f"no {delivery.channel!r} channel is configured in this process")
+            return
+        try:
+            work = await self._accept(handler, delivery)
+        except DeliveryRejected as exc:
+            await self._dead(delivery, str(exc))
+            return
+        except Exception as exc:  # transient (Redis, vendor lookup): retried after inbox_reclaim_s
+            log.exception("%s delivery %s failed (attempt %d)", delivery.channel, delivery.dedup_id,
+                          delivery.attempts)
+            if delivery.attempts >= self.settings.inbox_max_attempts:
+                await self._dead(delivery, f"{type(exc).__name__}: {exc}")
+            return
+        if isinstance(work, TurnWork):
+            await self.runner.run_turn(work.turn, work.sink)
+        elif isinstance(work, SendWork):
+            await self.runner.run_other(work.send(), work.what)
+        await self.inbox.done(delivery)
+
+    async def _accept(self, handler: InboxHandler, delivery: Delivery) -> Work | None:
+        if delivery.attempts > 1:
+            turn = await self.inbox.accepted(delivery)
+            if turn is not None:  # persisted by a consumer that went away: run it, do not store it again
+                return TurnWork(turn, handler.sink_for(delivery))
+        async with self.inbox.order.hold(delivery.order_key, delivery.ticket, self.settings.turn_lock_ttl_s):
+            work = await handler.accept(delivery)
+            if isinstance(work, TurnWork):
+                await self.inbox.save_accepted(delivery, work.turn)
+        return work
+
+    async def _dead(self, delivery: Delivery, error: str) -> None:
+        log.error("%s delivery %s dead-lettered: %s", delivery.channel, delivery.dedup_id, error)
+        self.metrics.inbox_dead.labels(delivery.channel).inc()
+        await self.inbox.dead_letter(delivery, error)
