@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -29,6 +30,10 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         runtime.register(services, asyncio.get_running_loop())
         await services.start()
+        # Everything built so far (imported SDKs, models, clients) lives as long as the process: move it
+        # out of the collector's reach, or a full collection walks it all and stalls every request.
+        gc.collect()
+        gc.freeze()
         log.info("switchboard agent %r ready", settings.agent_id)
         try:
             yield

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import sys
 import threading
 from collections.abc import Sequence
@@ -47,6 +48,8 @@ def _worker(args: argparse.Namespace, settings: Settings) -> int:
     threading.Thread(target=loop.run_forever, name="services-loop", daemon=True).start()
     asyncio.run_coroutine_threadsafe(services.start(), loop).result()
     runtime.register(services, loop)
+    gc.collect()
+    gc.freeze()  # as in the gateway: full collections must not walk the SDKs and clients built above
     from rq import SimpleWorker
 
     # Jobs run in this process, on warm services (Qdrant client, embedding model, LLM client):

@@ -29,6 +29,7 @@ __all__ = ["Delivery", "Inbox", "GROUP"]
 
 GROUP = "turns"
 ACCEPTED_TTL_S = 24 * 3600
+DEAD_LETTERS_KEPT = 10_000  # the oldest beyond this are trimmed
 
 # KEYS: seen, order ticket, stream   ARGV: seen ttl, channel, dedup id, order key, body
 _PUSH = """
@@ -152,7 +153,7 @@ class Inbox:
                 "c": delivery.channel, "d": delivery.dedup_id, "k": delivery.order_key, "b": delivery.body,
                 "entry": delivery.id, "attempts": delivery.attempts, "error": error[:2000],
                 "at": int(time.time()),
-            })
+            }, maxlen=DEAD_LETTERS_KEPT, approximate=True)
             pipe.xack(self.stream, GROUP, delivery.id)
             pipe.xdel(self.stream, delivery.id)
             pipe.delete(self._accepted_key(delivery.id))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from gateway.worker import QUEUES, InProcessWorker
 log = logging.getLogger(__name__)
 
 Hook = Callable[[], Awaitable[None]]
+REDIS_WARM_CONNECTIONS = 32
 
 
 @dataclass
@@ -150,12 +152,20 @@ class Services:
     readiness: dict[str, Callable[[], Awaitable[None]]] = field(default_factory=dict)
 
     async def start(self) -> None:
+        await self._open_redis_connections(REDIS_WARM_CONNECTIONS)
         if self.worker is not None:
             self.worker.start()
         for hook in self.on_start:
             await hook()
         if self.consumer is not None and self.inbox_handlers:
             await self.consumer.start()
+
+    async def _open_redis_connections(self, count: int) -> None:
+        """Open pool connections now: a burst of webhooks would otherwise wait on dozens of connects."""
+        try:
+            await asyncio.gather(*(self.redis.ping() for _ in range(count)))
+        except Exception as exc:  # /readyz reports Redis; starting must not fail on it
+            log.warning("could not open Redis connections at start: %s", exc)
 
     async def aclose(self) -> None:
         if self.consumer is not None:  # first: its turns still need the channels' vendor clients

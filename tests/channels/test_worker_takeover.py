@@ -6,10 +6,8 @@ delivery, resumes the turn it had accepted (the user message is not stored twice
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 
 import httpx
 import pytest
@@ -20,6 +18,7 @@ from tests.channels import vendors
 from tests.channels.conftest import Stored, wait_until
 from tests.fakes import telegram_api
 from tests.fakes.live_server import LiveServer
+from tests.workers import start_worker, stop_workers
 
 
 @pytest.fixture
@@ -28,8 +27,7 @@ def acks_only(channel_overrides):
 
 
 def _worker(settings, fake_telegram, fake_openai, data_dir) -> subprocess.Popen:
-    env = {
-        **os.environ,
+    return start_worker({
         "SWITCHBOARD_REDIS_URL": settings.redis_url,
         "SWITCHBOARD_AGENT_ID": settings.agent_id,
         "SWITCHBOARD_DATA_DIR": str(data_dir),
@@ -44,9 +42,7 @@ def _worker(settings, fake_telegram, fake_openai, data_dir) -> subprocess.Popen:
         "SWITCHBOARD_TELEGRAM_API_BASE": fake_telegram.url,
         "SWITCHBOARD_INBOX_RECLAIM_S": "1",
         "SWITCHBOARD_LOG_LEVEL": "WARNING",
-    }
-    return subprocess.Popen([sys.executable, "-m", "gateway", "worker"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    })
 
 
 def test_a_worker_killed_mid_turn_is_taken_over_by_the_next(acks_only, channel_settings, fake_telegram,
@@ -71,10 +67,7 @@ def test_a_worker_killed_mid_turn_is_taken_over_by_the_next(acks_only, channel_s
             wait_until(lambda: fake_telegram.sent_texts() == ["answered by the second worker"], 60,
                        "the second worker to answer")
         finally:
-            for proc in (first, second):
-                if proc is not None and proc.poll() is None:
-                    proc.terminate()
-                    proc.wait(15)
+            stop_workers(first, second)
         messages = stored.messages(identity)
     assert [(m.role, m.text) for m in messages] == [
         (Role.USER, "Can I rent a tandem?"), (Role.AGENT, "answered by the second worker")

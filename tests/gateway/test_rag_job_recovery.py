@@ -3,10 +3,7 @@ does not lose the job; RQ retries it on the next worker."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
@@ -14,11 +11,11 @@ from rq.job import Job, JobStatus
 from rq.registry import StartedJobRegistry
 
 from gateway.services import Services
+from tests.workers import start_worker, stop_workers
 
 
 def _worker(settings, fake_openai, tmp_path, name):
-    env = {
-        **os.environ,
+    return start_worker({
         "SWITCHBOARD_REDIS_URL": settings.redis_url,
         "SWITCHBOARD_AGENT_ID": settings.agent_id,
         "SWITCHBOARD_DATA_DIR": str(tmp_path / name),
@@ -28,9 +25,7 @@ def _worker(settings, fake_openai, tmp_path, name):
         "SWITCHBOARD_LLM_API_KEY": "sk-test",
         "SWITCHBOARD_LLM_MAX_RETRIES": "0",
         "SWITCHBOARD_LOG_LEVEL": "WARNING",
-    }
-    return subprocess.Popen([sys.executable, "-m", "gateway", "worker"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    })
 
 
 def _wait(predicate, timeout_s, what):
@@ -65,10 +60,7 @@ async def test_a_job_whose_worker_dies_mid_job_is_retried(settings, fake_openai,
         _wait(lambda: Job.fetch(job.id, connection=services.redis_sync).get_status() == JobStatus.FINISHED,
               90, "the retried job to finish")
     finally:
-        for proc in (first, second):
-            if proc is not None and proc.poll() is None:
-                proc.terminate()
-                proc.wait(15)
+        stop_workers(first, second)
     assert len(fake_openai.chat_requests()) == 2
     rag = await services.persona_attributes.get(persona.id, "rag")
     assert rag.startswith("Opening hours\nHarbor Bikes is open Monday to Friday")

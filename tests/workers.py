@@ -1,0 +1,28 @@
+"""`switchboard worker` subprocesses for tests, each in a session of its own so nothing outlives a test."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+
+def start_worker(env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "gateway", "worker"], env={**os.environ, **env},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def stop_workers(*procs: subprocess.Popen | None) -> None:
+    """Stop each worker gracefully, then kill what is left of its session (RQ's scheduler child
+    outlives a worker that was SIGKILLed)."""
+    for proc in procs:
+        if proc is None:
+            continue
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(15)
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
