@@ -6,8 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import import_module
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
+from starlette.routing import Route
 
 from gateway.channel import ChannelAdapter, InboxHandler
 from gateway.services import Services
@@ -51,6 +52,18 @@ def build_adapters(services: Services) -> dict[str, ChannelAdapter]:
     return adapters
 
 
+def _mount(app: FastAPI, router: APIRouter) -> None:
+    """Include an adapter's routes; its vendor webhooks (plain Starlette routes) go first in the app.
+
+    A webhook's ack budget is a few milliseconds: matched first and called without FastAPI's
+    per-request machinery (dependencies, body models, response serialisation), it skips most of the
+    router's work. The app's exception handlers still translate its errors."""
+    webhooks = [route for route in router.routes if type(route) is Route]
+    app.router.routes[:0] = webhooks
+    router.routes = [route for route in router.routes if type(route) is not Route]
+    app.include_router(router)
+
+
 def _register_handlers(services: Services, adapters: dict[str, ChannelAdapter]) -> None:
     for name, adapter in adapters.items():
         if isinstance(adapter, InboxHandler):
@@ -73,7 +86,7 @@ def install(app: FastAPI, services: Services) -> None:
     adapters = build_adapters(services)
     _register_handlers(services, adapters)
     for adapter in adapters.values():
-        app.include_router(adapter.router())
+        _mount(app, adapter.router())
         services.on_start.append(adapter.start)
         services.on_stop.append(adapter.stop)
     app.state.channels = adapters

@@ -216,7 +216,7 @@ class SlackAdapter:
 
     def router(self) -> APIRouter:
         router = APIRouter()
-        router.add_api_route(EVENTS_PATH, self.events, methods=["POST"], include_in_schema=False)
+        router.add_route(EVENTS_PATH, self.events, methods=["POST"], include_in_schema=False)  # a plain webhook route
         return router
 
 

@@ -166,7 +166,7 @@ class TwilioSmsAdapter:
 
     def router(self) -> APIRouter:
         router = APIRouter()
-        router.add_api_route(SMS_PATH, self.sms, methods=["POST"], include_in_schema=False)
+        router.add_route(SMS_PATH, self.sms, methods=["POST"], include_in_schema=False)  # a plain webhook route
         return router
 
 

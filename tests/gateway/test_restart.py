@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import httpx
+import psutil
 
 from gateway.app import create_app
 from tests.conftest import make_settings
@@ -17,7 +18,9 @@ def test_conversation_survives_stop_and_start(tmp_path, fake_openai):
         auth = {"Authorization": f"Bearer {session['token']}"}
         path = f"/api/chat/sessions/{session['session_id']}/messages"
         httpx.post(server.url + path, json={"text": "Remember the blue one"}, headers=auth)
+        redis_pid = server.server.config.app.state.services.embedded_redis._server.pid
     assert (tmp_path / "data" / "redis").exists()
+    assert not psutil.pid_exists(redis_pid)  # the embedded server stops with the gateway
 
     with LiveServer(create_app(settings)) as server:
         transcript = httpx.get(server.url + path, headers=auth).json()["messages"]
