@@ -12,10 +12,11 @@ import html
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from html.parser import HTMLParser
 
 from gateway.channel import Capabilities
 
-__all__ = ["Dialect", "buttons_as_text", "number_parts", "render", "split_text", "to_speech"]
+__all__ = ["Dialect", "buttons_as_text", "html_to_text", "number_parts", "render", "split_text", "to_speech"]
 
 _INLINE = re.compile(
     r"```[\w+-]*\n?(?P<pre>.*?)```"
@@ -28,6 +29,8 @@ _INLINE = re.compile(
     r"|(?<![\w_])_(?=[^\s_])(?P<em2>[^_\n]+?)(?<=\S)_(?![\w_])",
     re.S,
 )
+FENCE = "```"
+FENCE_SLACK = 24  # what closing and reopening a block adds to a part, in the widest dialect (HTML)
 _HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t]*#*$", re.M)
 _BULLET = re.compile(r"^([ \t]*)[-*+][ \t]+", re.M)
 _URL = re.compile(r"https?://\S+|www\.\S+")
@@ -141,6 +144,32 @@ def to_speech(text: str) -> str:
     return re.sub(r"\s*\n\s*", "\n", spoken).strip()
 
 
+class _HtmlText(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.out: list[str] = []
+        self._href: list[str | None] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            self._href.append(dict(attrs).get("href"))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "a" and self._href and (href := self._href.pop()):
+            self.out.append(f" ({href})")
+
+    def handle_data(self, data: str) -> None:
+        self.out.append(data)
+
+
+def html_to_text(text: str) -> str:
+    """An HTML part as plain text (tags dropped, entities decoded, link targets kept in brackets)."""
+    parser = _HtmlText()
+    parser.feed(text)
+    parser.close()
+    return "".join(parser.out)
+
+
 def buttons_as_text(buttons: Sequence[str]) -> str:
     return "\n".join(f"{i}. {label}" for i, label in enumerate(buttons, 1))
 
@@ -233,9 +262,24 @@ def render(text: str, caps: Capabilities, *, buttons: Sequence[str] = ()) -> lis
     convert = to_speech if caps.voice else DIALECTS[caps.markup].convert
     if len(convert(text.strip())) <= caps.max_length:
         return [convert(text.strip())]
+    # A code block cut in two is closed at the end of one part and reopened in the next; leave room.
+    slack = FENCE_SLACK if FENCE in text else 0
     count = 2
     while True:  # the numbering prefix's width depends on the count of parts it numbers
-        chunks = split_text(text, caps.max_length - len(_prefix(count, count)), lambda s: len(convert(s)))
+        budget = caps.max_length - len(_prefix(count, count)) - slack
+        chunks = _balance_fences(split_text(text, budget, lambda s: len(convert(s))))
         if len(_prefix(len(chunks), len(chunks))) <= len(_prefix(count, count)):
             return number_parts([convert(c) for c in chunks])
         count = len(chunks)
+
+
+def _balance_fences(chunks: Sequence[str]) -> list[str]:
+    """Close a code block at the end of a part and reopen it at the start of the next."""
+    out: list[str] = []
+    inside = False
+    for chunk in chunks:
+        if inside:
+            chunk = f"{FENCE}\n{chunk}"
+        inside = chunk.count(FENCE) % 2 == 1
+        out.append(f"{chunk}\n{FENCE}" if inside else chunk)
+    return out

@@ -30,7 +30,7 @@ from pydantic import ValidationError
 from channels.delivery import deliver_parts, reject_unverified, run_work, turn_runner
 from channels.errors import ChannelRateLimited, ChannelRejected, ChannelUnavailable
 from channels.outbound_retry import RetryPolicy, send_with_retry
-from channels.render import render
+from channels.render import html_to_text, render
 from channels.telegram_updates import (
     CHANNEL,
     ChatTarget,
@@ -54,6 +54,7 @@ WEBHOOK_PATH = "/channels/telegram/webhook"
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 ALLOWED_UPDATES = ["message", "edited_message"]
 CAPABILITIES = Capabilities(max_length=4096, markup="html", typing=True, edit=True)
+UNPARSABLE = "can't parse entities"  # Telegram's 400 for HTML it cannot read
 
 
 async def _call(coro, what: str):
@@ -89,11 +90,22 @@ class TelegramSink:
         reply = None
         if self.target.reply_to is not None:
             reply = ReplyParameters(message_id=self.target.reply_to, allow_sending_without_reply=True)
-        sent = await _call(
-            self.bot.send_message(self.target.chat_id, part, message_thread_id=self.target.thread_id,
-                                  reply_parameters=reply),
-            "sendMessage",
-        )
+        try:
+            sent = await _call(
+                self.bot.send_message(self.target.chat_id, part, message_thread_id=self.target.thread_id,
+                                      reply_parameters=reply),
+                "sendMessage",
+            )
+        except ChannelRejected as exc:
+            if UNPARSABLE not in exc.message.lower():
+                raise
+            # Telegram refused the markup: the words still matter more than the formatting.
+            log.warning("telegram refused a reply's HTML (%s); sending it as plain text", exc.message)
+            sent = await _call(
+                self.bot.send_message(self.target.chat_id, html_to_text(part), parse_mode=None,
+                                      message_thread_id=self.target.thread_id, reply_parameters=reply),
+                "sendMessage",
+            )
         return str(sent.message_id)
 
     async def deliver(self, text: str) -> DeliveryReport:

@@ -33,6 +33,22 @@ def test_a_word_longer_than_the_limit_is_cut_not_dropped():
     assert "".join(p.split(" ", 1)[1] for p in parts) == word
 
 
+@pytest.mark.parametrize("markup", ["html", "mrkdwn", "plain"])
+def test_a_code_block_split_across_parts_is_closed_and_reopened(markup):
+    code = "\n\n".join(f"step_{i} = run(step_{i - 1})  # stage {i}" for i in range(1, 13))
+    text = f"Here is the script:\n\n```python\n{code}\n```\n\nRun it once."
+    caps = Capabilities(max_length=160, markup=markup)
+    parts = render(text, caps)
+    assert len(parts) > 2 and all(len(p) <= 160 for p in parts)
+    if markup == "html":
+        assert all(p.count("<pre>") == p.count("</pre>") for p in parts)
+        inside = [p.split("<pre>", 1)[1].split("</pre>", 1)[0] for p in parts if "<pre>" in p]
+        assert "\n".join(inside).split() == code.split()
+        assert "```" not in "".join(parts)
+    if markup == "mrkdwn":
+        assert all(p.count("```") % 2 == 0 for p in parts)
+
+
 def test_limit_counts_the_escaped_length():
     chunks = split_text("<" * 100, 40, lambda s: len(s.replace("<", "&lt;")))
     assert [len(c) for c in chunks] == [10] * 10

@@ -28,6 +28,20 @@ def test_reply_is_html_escaped_and_markdown_converted(client, live, fake_telegra
     assert int(sent.params["chat_id"]) == vendors.USER_ID
 
 
+def test_html_telegram_cannot_parse_is_resent_as_plain_text(client, live, fake_telegram, fake_openai, stored):
+    fake_telegram.recorder.fail("sendMessage", 400, description='Bad Request: can\'t parse entities: '
+                                'Unsupported start tag "b" at byte offset 4')
+    fake_openai.script_reply("Our **spring** sale: see [the list](https://example.com/sale?a=1&b=2) & more")
+    vendors.post_telegram(client, vendors.telegram_update(vendors.telegram_message("any sale?")))
+    settle(live)
+    refused, resent = fake_telegram.recorder.received("sendMessage", ok_only=False)
+    assert refused.status == 400 and refused.params["parse_mode"] == "HTML"
+    assert resent.status == 200 and "parse_mode" not in resent.params
+    assert resent.params["text"] == "Our spring sale: see the list (https://example.com/sale?a=1&b=2) & more"
+    [_, agent] = stored.messages(f"telegram:{vendors.USER_ID}")
+    assert agent.role is Role.AGENT and agent.delivery.value == "delivered"
+
+
 def test_limit_applies_after_escaping(client, live, fake_telegram, fake_openai):
     fake_openai.script_reply("<&> " * 1500)  # 6,000 raw characters, 21,000 once escaped
     vendors.post_telegram(client, vendors.telegram_update(vendors.telegram_message("escape me")))

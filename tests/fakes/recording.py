@@ -20,6 +20,7 @@ class Call:
 class Failure:
     status: int
     retry_after: int | None = None
+    description: str | None = None  # the vendor's error text, where the client reads it
 
 
 @dataclass
@@ -29,9 +30,10 @@ class Recorder:
     _always: dict[str, Failure] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def fail(self, method: str, status: int, *, times: int = 1, retry_after: int | None = None) -> None:
+    def fail(self, method: str, status: int, *, times: int = 1, retry_after: int | None = None,
+             description: str | None = None) -> None:
         with self._lock:
-            self._script[method].extend(Failure(status, retry_after) for _ in range(times))
+            self._script[method].extend(Failure(status, retry_after, description) for _ in range(times))
 
     def fail_always(self, method: str, status: int) -> None:
         self._always[method] = Failure(status)

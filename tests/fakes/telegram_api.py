@@ -52,7 +52,8 @@ class FakeTelegram:
             failure = fake.recorder.next_failure(method)
             if failure is not None:
                 fake.recorder.record(method, params, failure.status)
-                body = {"ok": False, "error_code": failure.status, "description": "Scripted failure"}
+                body = {"ok": False, "error_code": failure.status,
+                        "description": failure.description or "Scripted failure"}
                 if failure.retry_after is not None:
                     body["description"] = f"Too Many Requests: retry after {failure.retry_after}"
                     body["parameters"] = {"retry_after": failure.retry_after}
