@@ -35,9 +35,10 @@ test: $(DEVSTAMP) services
 	$(BIN)/ruff check gateway channels rag_core admin_ui tests bench
 	$(BIN)/pytest -q -p no:cacheprovider
 
-bench: $(DEVSTAMP)
+bench: $(DEVSTAMP) services
 	$(BIN)/python bench/retrieval.py
 	$(BIN)/python bench/turn_overhead.py
+	$(BIN)/python bench/webhook_ack.py --turn-workers 1
 
 clean:
 	rm -rf $(VENV) data

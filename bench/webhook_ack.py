@@ -4,12 +4,13 @@ A gateway subprocess (uvicorn, every channel configured) talks to a fake LLM tha
 reply and to fake Telegram / Slack / Twilio APIs (tests/fakes, recording every send, in a process
 of their own so they do not share the load generator's GIL). aiohttp sends signed deliveries at
 concurrency 50 — each from a different user, so turns run in parallel — and times each ack; then
-20% of the deliveries are replayed as the vendors retry them. After every turn has finished, any
-user with more than one reply is a duplicate.
+20% of the deliveries are replayed as the vendors retry them. A warm-up opens the connections first
+(a vendor keeps a pool open to a live gateway) and is reported on its own line. After every turn
+has finished, any user with more than one reply is a duplicate.
 Targets: ack p99 <= 50 ms, 0 duplicates. Redis at 127.0.0.1:6379 (or BENCH_REDIS_URL).
 
 Two topologies: ``--turn-workers 0`` runs the turn consumers inside the gateway process (the
-embedded default); ``--turn-workers N`` runs the gateway with SWITCHBOARD_INBOX_CONSUMER=false and
+default); ``--turn-workers N`` runs the gateway with SWITCHBOARD_INBOX_CONSUMER=false and
 N ``switchboard worker`` processes consuming the inbox (the production split).
 
 Run: .venv/bin/python bench/webhook_ack.py [--per-channel 300] [--concurrency 50] [--turn-workers 1]
