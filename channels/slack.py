@@ -162,8 +162,11 @@ class SlackAdapter:
         response = await self.app.async_dispatch(request)
         if (error := request.context.get(_ERROR)) is not None:
             raise error  # a listener failed (Redis?): the consumer retries the delivery
-        if response.status >= 400:
-            raise DeliveryRejected(f"bolt refused the queued event: HTTP {response.status} {response.body[:200]}")
+        if response.status == 404:  # no listener wants it: nothing to answer
+            log.debug("slack delivery %s matched no listener", delivery.dedup_id)
+            return None
+        if response.status >= 400:  # authorisation (auth.test) failed, or bolt itself: try again later
+            raise ChannelUnavailable(f"bolt could not process the event: HTTP {response.status} {response.body[:200]}")
         return request.context.get(_WORK)
 
     def sink_for(self, delivery: Delivery) -> SlackSink:

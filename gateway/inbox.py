@@ -113,21 +113,21 @@ class Inbox:
         answer = await self.redis.xreadgroup(GROUP, consumer, {self.stream: ">"}, count=count, block=block_ms)
         return [Delivery.from_entry(entry_id, fields) for _, entries in answer or () for entry_id, fields in entries]
 
-    async def reclaim(self, consumer: str, idle_ms: int, count: int) -> list[Delivery]:
-        """Entries whose consumer went quiet for ``idle_ms`` (it died, or handed them back)."""
-        _, claimed, deleted = await self.redis.xautoclaim(
-            self.stream, GROUP, consumer, min_idle_time=idle_ms, start_id="0-0", count=count
+    async def reclaim(self, consumer: str, idle_ms: int, count: int,
+                      start: str = "0-0") -> tuple[list[Delivery], str]:
+        """Entries whose consumer went quiet for ``idle_ms`` (it died, or handed them back), and where
+        the next scan of the pending list starts ("0-0" once it has been scanned to the end)."""
+        cursor, claimed, _deleted = await self.redis.xautoclaim(
+            self.stream, GROUP, consumer, min_idle_time=idle_ms, start_id=start, count=count
         )
-        if not claimed:
-            return []
-        ids = [entry_id for entry_id, fields in claimed if fields]
-        counts = {}
-        if ids:
-            rows = await self.redis.xpending_range(self.stream, GROUP, min=ids[0], max=ids[-1], count=len(ids) * 4,
-                                                   consumername=consumer)
-            counts = {row["message_id"]: int(row["times_delivered"]) for row in rows}
-        return [Delivery.from_entry(entry_id, fields, counts.get(entry_id, 2))
-                for entry_id, fields in claimed if fields]
+        cursor = cursor.decode() if isinstance(cursor, bytes) else str(cursor)
+        live = [(entry_id, fields) for entry_id, fields in claimed if fields]
+        if not live:
+            return [], cursor
+        rows = await self.redis.xpending_range(self.stream, GROUP, min=live[0][0], max=live[-1][0],
+                                               count=len(live) * 4, consumername=consumer)
+        counts = {row["message_id"]: int(row["times_delivered"]) for row in rows}
+        return [Delivery.from_entry(entry_id, fields, counts.get(entry_id, 2)) for entry_id, fields in live], cursor
 
     async def keep(self, consumer: str, entry_ids: list[str]) -> None:
         """Tell the group these entries are still being worked on (resets their idle time)."""

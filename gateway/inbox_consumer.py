@@ -46,6 +46,7 @@ class InboxConsumer:
         self._slot = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
+        self._reclaim_from = "0-0"  # XAUTOCLAIM scans the pending list a page at a time
 
     @property
     def in_flight(self) -> int:
@@ -91,7 +92,9 @@ class InboxConsumer:
             try:
                 if loop.time() >= next_reclaim:
                     next_reclaim = loop.time() + self.settings.inbox_reclaim_s / 2
-                    reclaimed = await self.inbox.reclaim(self.name, self.reclaim_ms, free)
+                    reclaimed, self._reclaim_from = await self.inbox.reclaim(
+                        self.name, self.reclaim_ms, free, self._reclaim_from
+                    )
                     for delivery in reclaimed:
                         self.metrics.inbox_reclaimed.labels(delivery.channel).inc()
                         log.warning("resuming %s delivery %s left by another consumer", delivery.channel,
@@ -148,12 +151,18 @@ class InboxConsumer:
             await self.runner.run_turn(work.turn, work.sink)
         elif isinstance(work, SendWork):
             await self.runner.run_other(work.send(), work.what)
-        await self.inbox.done(delivery)
+        try:
+            await self.inbox.done(delivery)
+        except Exception:  # left pending: a later consumer finds the turn finished and only acks it
+            log.exception("could not acknowledge %s delivery %s", delivery.channel, delivery.dedup_id)
 
     async def _accept(self, handler: InboxHandler, delivery: Delivery) -> Work | None:
         if delivery.attempts > 1:
             turn = await self.inbox.accepted(delivery)
             if turn is not None:  # persisted by a consumer that went away: run it, do not store it again
+                finished = await self.inbox.store.get_trace(turn.trace.turn_id)
+                if finished is not None and finished.agent_message_id is not None:
+                    return None  # it had even replied; only its acknowledgement was lost
                 return TurnWork(turn, handler.sink_for(delivery))
         async with self.inbox.order.hold(delivery.order_key, delivery.ticket, self.settings.turn_lock_ttl_s):
             work = await handler.accept(delivery)

@@ -138,13 +138,22 @@ class RedisStore:
         pipe.set(self.key("msg", message.id), message.model_dump_json())
         pipe.set(self.key("conv", conversation.id), conversation.model_dump_json())
         pipe.zadd(activity_key, {conversation.id: ts})
-        pipe.set(self.key("trace", trace.turn_id), trace.model_dump_json())
-        pipe.rpush(self.key("conv", trace.conversation_id, "traces"), trace.turn_id)
+        self._put_trace(pipe, trace)
         await pipe.execute()
 
     # -- traces --------------------------------------------------------------------------------
     async def save_trace(self, trace: TurnTrace) -> None:
         pipe = self.redis.pipeline(transaction=False)
-        pipe.set(self.key("trace", trace.turn_id), trace.model_dump_json())
-        pipe.rpush(self.key("conv", trace.conversation_id, "traces"), trace.turn_id)
+        self._put_trace(pipe, trace)
         await pipe.execute()
+
+    def _put_trace(self, pipe, trace: TurnTrace) -> None:
+        """A trace saved again (a failure recorded, then the resumed turn) stays listed once."""
+        listed = self.key("conv", trace.conversation_id, "traces")
+        pipe.set(self.key("trace", trace.turn_id), trace.model_dump_json())
+        pipe.lrem(listed, 0, trace.turn_id)
+        pipe.rpush(listed, trace.turn_id)
+
+    async def get_trace(self, turn_id: str) -> TurnTrace | None:
+        raw = await self.redis.get(self.key("trace", turn_id))
+        return TurnTrace.model_validate_json(raw) if raw else None
