@@ -1,25 +1,34 @@
 """Conversation meta (the seed's ``conversation_meta``): after each turn a queued job asks the LLM,
 through ``structured_generation``, what is now known about the user and the conversation, and stores
 it on the persona — it feeds the prompt's ``<ConversationMeta>`` and the RAG search prompt.
-Without a language model nothing is extracted (and nothing is made up)."""
+Without a language model nothing is extracted (and nothing is made up).
+
+A turn only marks its persona due (one ``ZADD NX`` on a due-set, so a burst of turns costs one
+extraction); the ``conversation_meta`` timer sweeps the due-set every ``conversation_meta_sweep_s``
+and queues one job per persona whose delay has passed."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from rq import Queue
 
 from gateway.attributes import CONVERSATION_META, PersonaAttributes
+from gateway.clock import Clock
 from gateway.events import TurnCompleted
 from gateway.live_jobs import extract_meta_job
 from gateway.llm import LLMClient
 from gateway.memory import Memory, format_history
 from gateway.template_store import TemplateStore
+from gateway.timers import Slot, Timer, period_slot
 
 log = logging.getLogger(__name__)
+
+TIMER = "conversation_meta"
+SWEEP_BATCH = 200  # personas queued per sweep; the rest wait for the next one
 
 STAGES = ["new", "exploring", "deciding", "booking", "support", "closed"]
 _NULLABLE_STR = {"type": ["string", "null"]}
@@ -67,6 +76,7 @@ class ConversationMeta:
         templates: TemplateStore,
         queue: Queue,
         agent_id: str,
+        clock: Clock,
         messages: int = 20,
         delay_s: int = 0,
     ) -> None:
@@ -76,35 +86,53 @@ class ConversationMeta:
         self.templates = templates
         self.queue = queue
         self.agent_id = agent_id
+        self.clock = clock
         self.messages = messages
         self.delay_s = delay_s
+        self.due_key = attributes.store.key("meta", "due")
 
     async def on_turn_completed(self, event: TurnCompleted) -> None:
         """At most one extraction per persona per ``delay_s``: a burst of turns costs one, and it
-        does not compete with the next reply for the language model. The hot path is one Redis
-        command; an RQ job is scheduled only when none is pending."""
+        does not compete with the next reply for the language model. One Redis command per turn."""
         if self.llm is None:
             return
-        store = self.attributes.store
-        key = store.key("meta", "pending", event.persona_id)
-        if await store.redis.set(key, "1", nx=True, ex=self.delay_s + 3600):
-            due = datetime.now(UTC) + timedelta(seconds=self.delay_s)
-            await asyncio.to_thread(self._schedule, event.persona_id, due)
+        if self.delay_s <= 0:
+            await asyncio.to_thread(self._enqueue, event.persona_id)
+            return
+        due = self.clock.now().timestamp() + self.delay_s
+        await self.attributes.store.redis.zadd(self.due_key, {event.persona_id: due}, nx=True)
 
-    def _schedule(self, persona_id: str, at: datetime) -> None:
-        job = self.queue.create_job(
-            extract_meta_job, args=(self.agent_id, persona_id),
-            result_ttl=300, failure_ttl=24 * 3600, ttl=self.delay_s + 3600,
-        )
-        if at > datetime.now(UTC):
-            self.queue.schedule_job(job, at)
-        else:
-            self.queue.enqueue_job(job)
+    async def sweep(self, now: datetime | None = None) -> int:
+        """Queue an extraction for every persona whose delay has passed; returns how many. Each
+        persona is taken off the due-set first (``ZREM`` answers 1 to one sweeper only), so a turn
+        arriving during its extraction marks it due again."""
+        redis = self.attributes.store.redis
+        at = (now or self.clock.now()).timestamp()
+        queued = 0
+        for raw in await redis.zrangebyscore(self.due_key, "-inf", at, start=0, num=SWEEP_BATCH):
+            if await redis.zrem(self.due_key, raw):
+                await asyncio.to_thread(self._enqueue, raw.decode())
+                queued += 1
+        return queued
+
+    def sweep_timer(self, period_s: int) -> Timer:
+        async def current(now: datetime) -> Slot:
+            return period_slot("sweep", period_s, now)
+
+        async def following(now: datetime) -> Slot:
+            return period_slot("sweep", period_s, now, offset=1)
+
+        async def fire(slot: str) -> None:
+            if queued := await self.sweep():
+                log.info("queued %d conversation meta extraction(s)", queued)
+
+        return Timer(TIMER, current, following, fire)
+
+    def _enqueue(self, persona_id: str) -> None:
+        self.queue.enqueue(extract_meta_job, self.agent_id, persona_id, result_ttl=300, failure_ttl=24 * 3600)
 
     async def run_due(self, persona_id: str) -> str | None:
-        """The job. The marker goes first, so a turn arriving during extraction schedules the next."""
-        store = self.attributes.store
-        await store.redis.delete(store.key("meta", "pending", persona_id))
+        """The job."""
         return await self.extract(persona_id)
 
     async def extract(self, persona_id: str) -> str | None:

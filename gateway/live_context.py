@@ -83,7 +83,7 @@ class LiveContext:
             ),
             calendar=CalendarService(customer_attributes, clock),
             conversation_meta=ConversationMeta(
-                persona_attributes, memory, llm, templates, queues["jobs"], settings.agent_id,
+                persona_attributes, memory, llm, templates, queues["jobs"], settings.agent_id, clock,
                 settings.conversation_meta_messages, settings.conversation_meta_delay_s,
             ),
             timers=Timers(store, queues["timers"], settings.agent_id, clock),
@@ -91,6 +91,7 @@ class LiveContext:
         )
         live.timers.add(Timer(FETCH_DATA, live._fetch_slot, live._next_fetch_slot, live._fire_fetch))
         live.timers.add(Timer(CALENDAR, live._calendar_slot, live._next_calendar_slot, live._fire_calendar))
+        live.timers.add(live.conversation_meta.sweep_timer(settings.conversation_meta_sweep_s))
         return live
 
     def subscribe(self, events: EventBus) -> None:

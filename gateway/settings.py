@@ -127,7 +127,8 @@ class Settings(BaseSettings):
     data_injection_retry_intervals: list[int] = Field(default_factory=lambda: [10, 60, 300])
     timer_idle_poll_s: int = 60
     conversation_meta_messages: int = 20
-    conversation_meta_delay_s: int = 20  # extraction waits for a pause; each turn pushes it back
+    conversation_meta_delay_s: int = 20  # extraction runs this long after a turn (0: at once); a burst costs one
+    conversation_meta_sweep_s: int = Field(default=5, ge=1)  # how often due extractions are queued
 
     @property
     def llm_configured(self) -> bool:

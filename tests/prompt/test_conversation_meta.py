@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from gateway.channel import DeliveryReport
 from gateway.models import InboundMessage
@@ -100,18 +101,33 @@ def test_schema_is_strict_json_schema():
     json.dumps(SCHEMA)
 
 
-async def test_a_burst_of_turns_schedules_one_extraction(services, fake_openai):
+async def test_a_burst_of_turns_queues_one_extraction_once_its_delay_has_passed(services, clock, fake_openai):
     from gateway.events import TurnCompleted
 
     meta = services.live.conversation_meta
     meta.delay_s = 30
+    jobs = services.queues["jobs"]
     persona = await services.store.resolve_persona("web:burst")
     for n in range(3):
         await meta.on_turn_completed(TurnCompleted(persona.id, "c1", f"t{n}"))
-    scheduled = services.queues["jobs"].scheduled_job_registry
-    assert len(scheduled.get_job_ids()) == 1
-    # Once that job has run, the next turn schedules the next extraction.
+        clock.advance(timedelta(seconds=5))
+    assert await meta.sweep() == 0 and jobs.count == 0  # 15 s after the first turn: not yet
+    clock.advance(timedelta(seconds=16))
+    assert await meta.sweep() == 1
+    [job] = jobs.get_jobs()
+    assert job.func_name == "gateway.live_jobs.extract_meta_job" and job.args[1] == persona.id
+    assert await meta.sweep() == 0  # taken off the due-set: a second sweep queues nothing
+    # A turn after that marks the persona due again.
     fake_openai.script_json(META)
     assert "Ada Lovelace" in await meta.run_due(persona.id)
     await meta.on_turn_completed(TurnCompleted(persona.id, "c1", "t3"))
-    assert len(scheduled.get_job_ids()) == 2
+    clock.advance(timedelta(seconds=31))
+    assert await meta.sweep() == 1 and jobs.count == 2
+
+
+async def test_the_sweep_runs_on_its_timer(services):
+    from gateway.conversation_meta import TIMER
+
+    timer = services.live.timers.timers[TIMER]
+    slot = await timer.following(services.live.clock.now())
+    assert slot.id.startswith(f"sweep{services.settings.conversation_meta_sweep_s}s-")
