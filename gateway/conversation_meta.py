@@ -23,7 +23,7 @@ from gateway.live_jobs import extract_meta_job
 from gateway.llm import LLMClient
 from gateway.memory import Memory, format_history
 from gateway.template_store import TemplateStore
-from gateway.timers import Slot, Timer, period_slot
+from gateway.timers import Timer, periodic_timer
 
 log = logging.getLogger(__name__)
 
@@ -116,17 +116,11 @@ class ConversationMeta:
         return queued
 
     def sweep_timer(self, period_s: int) -> Timer:
-        async def current(now: datetime) -> Slot:
-            return period_slot("sweep", period_s, now)
-
-        async def following(now: datetime) -> Slot:
-            return period_slot("sweep", period_s, now, offset=1)
-
-        async def fire(slot: str) -> None:
+        async def sweep() -> None:
             if queued := await self.sweep():
                 log.info("queued %d conversation meta extraction(s)", queued)
 
-        return Timer(TIMER, current, following, fire)
+        return periodic_timer(TIMER, "sweep", period_s, sweep)
 
     def _enqueue(self, persona_id: str) -> None:
         self.queue.enqueue(extract_meta_job, self.agent_id, persona_id, result_ttl=300, failure_ttl=24 * 3600)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from gateway.attributes import PersonaAttributes
 from gateway.events import ConversationEnded, ConversationStarted, EventBus
 from gateway.models import Conversation, InboundMessage, Persona, utcnow
 from gateway.store import RedisStore
-from gateway.timers import Slot, Timer, period_slot
+from gateway.timers import Timer, periodic_timer
 
 log = logging.getLogger(__name__)
 SWEEP_TIMER = "end_idle"
@@ -69,18 +69,12 @@ class Sessions:
     def sweep_timer(self, period_s: int) -> Timer:
         """A timer that ends idle conversations every ``period_s`` even when no message arrives."""
 
-        async def current(now: datetime) -> Slot:
-            return period_slot("idle", period_s, now)
-
-        async def following(now: datetime) -> Slot:
-            return period_slot("idle", period_s, now, offset=1)
-
-        async def fire(slot: str) -> None:
+        async def sweep() -> None:
             ended = await self.end_idle()
             if ended:
                 log.info("ended %d idle conversation(s)", ended)
 
-        return Timer(SWEEP_TIMER, current, following, fire)
+        return periodic_timer(SWEEP_TIMER, "idle", period_s, sweep)
 
     async def end_idle(self) -> int:
         """End every conversation idle past the timeout; run by a timer. Returns how many ended."""

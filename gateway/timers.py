@@ -46,6 +46,21 @@ def period_slot(prefix: str, period_s: int, now: datetime, offset: int = 0) -> S
     return Slot(f"{prefix}{period_s}s-{n}", datetime.fromtimestamp(n * period_s, UTC))
 
 
+def periodic_timer(name: str, prefix: str, period_s: int, fire: Callable[[], Awaitable[object]]) -> Timer:
+    """A timer that calls ``fire()`` once every ``period_s`` (slots ``<prefix><period>s-<n>``)."""
+
+    async def current(now: datetime) -> Slot:
+        return period_slot(prefix, period_s, now)
+
+    async def following(now: datetime) -> Slot:
+        return period_slot(prefix, period_s, now, offset=1)
+
+    async def tick(slot: str) -> None:
+        await fire()
+
+    return Timer(name, current, following, tick)
+
+
 class Timers:
     def __init__(self, store: RedisStore, queue: Queue, agent_id: str, clock: Clock) -> None:
         self.store = store
