@@ -62,9 +62,18 @@ class InboxConsumer:
 
     async def stop(self) -> None:
         self._stopping = True
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        reader, *keepers = self._tasks or [None]
+        if reader is not None:  # stop taking deliveries; keep the in-flight ones alive while they drain
+            reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
+        try:
+            await self._drain_or_hand_back()
+        finally:
+            for task in keepers:
+                task.cancel()
+            await asyncio.gather(*keepers, return_exceptions=True)
+
+    async def _drain_or_hand_back(self) -> None:
         pending = list(self._inflight.values())
         if pending:
             await asyncio.wait(pending, timeout=self.settings.turn_drain_timeout_s)

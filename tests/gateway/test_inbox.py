@@ -219,3 +219,21 @@ async def test_operators_see_dead_letters_and_can_queue_one_again(services):
         await until(lambda: channel.sent == [11], what="the requeued delivery to be answered")
     finally:
         await live.stop()
+
+
+async def test_a_draining_consumer_keeps_its_turns_from_being_taken_over(services):
+    slow = RecordingChannel(send_s=1.0)
+    draining = consumer(services, slow, turn_drain_timeout_s=3)
+    other_channel = RecordingChannel()
+    other = consumer(services, other_channel)  # reclaims anything idle for 0.3 s
+    await draining.start()
+    await push(services, 12)
+    await until(lambda: slow.accepted == [("chat-a", 12)], what="the first consumer to take it")
+    await other.start()
+    try:
+        await draining.stop()  # waits for the 1 s send while the other consumer keeps looking
+        await asyncio.sleep(0.5)
+    finally:
+        await other.stop()
+    assert slow.sent == [12] and other_channel.accepted == []
+    assert await stream_length(services) == 0
