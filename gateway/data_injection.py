@@ -26,7 +26,7 @@ from gateway.errors import GatewayError, LLMError
 from gateway.llm import LLMClient
 from gateway.metrics import Metrics
 from gateway.models import PromptMessage
-from gateway.outbound import OutboundPolicy, OutboundRefused
+from gateway.outbound import OutboundPolicy, OutboundRefused, pinned
 from gateway.settings import Settings
 from gateway.template_store import TemplateStore
 
@@ -125,7 +125,7 @@ class DataInjection:
         if not values[ENABLED.name] or not url:
             return "disabled"
         try:
-            await self.outbound.check(url)
+            target = pinned(url, await self.outbound.check(url))
         except OutboundRefused as exc:
             # Configuration, not a transient failure: visible, not retried.
             await self._failed(exc.message)
@@ -135,14 +135,15 @@ class DataInjection:
             content_type = "application/json"
         except ValueError:
             content_type = "text/plain; charset=utf-8"
-        headers = {"Content-Type": content_type}
+        headers = {"Content-Type": content_type, **target.headers}
         if slot:
             headers["Idempotency-Key"] = slot
         started = self.clock.now()
         try:
             async with httpx.AsyncClient(timeout=self.settings.data_injection_timeout_s,
                                          follow_redirects=False, trust_env=False) as client:
-                async with client.stream("POST", url, content=payload.encode(), headers=headers) as resp:
+                async with client.stream("POST", target.url, content=payload.encode(), headers=headers,
+                                         extensions=target.extensions) as resp:
                     body = await self._read_capped(resp)
         except httpx.HTTPError as exc:
             await self._failed(f"request failed: {type(exc).__name__}: {exc}")

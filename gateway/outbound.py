@@ -1,5 +1,9 @@
 """Outbound fetch guard: webhook targets may not reach loopback, private, link-local or metadata
-addresses unless ``SWITCHBOARD_OUTBOUND_ALLOW_HOSTS`` names the host or a CIDR containing it."""
+addresses unless ``SWITCHBOARD_OUTBOUND_ALLOW_HOSTS`` names the host or a CIDR containing it.
+
+``pinned`` turns a checked URL into the request that connects to the very address that was
+checked (the host stays in ``Host`` and in TLS SNI and certificate checks), so a DNS answer that
+changes between the check and the connection (DNS rebinding) cannot redirect the fetch."""
 
 from __future__ import annotations
 
@@ -83,6 +87,27 @@ class OutboundPolicy:
                     "allow it in SWITCHBOARD_OUTBOUND_ALLOW_HOSTS if that is intended"
                 )
         return addresses
+
+
+@dataclass(frozen=True)
+class PinnedRequest:
+    url: str
+    headers: dict[str, str]
+    extensions: dict[str, str]
+
+
+def pinned(url: str, addresses: list[IPAddress]) -> PinnedRequest:
+    """The request for ``url`` sent to ``addresses[0]``; ``url`` unchanged when nothing was resolved
+    (a host the operator allowed by name)."""
+    parts = urlsplit(url)
+    if not addresses or not parts.hostname:
+        return PinnedRequest(url, {}, {})
+    ip = addresses[0]
+    literal = f"[{ip}]" if ip.version == 6 else str(ip)
+    userinfo, _, host_header = parts.netloc.rpartition("@")
+    netloc = (f"{userinfo}@" if userinfo else "") + (literal if parts.port is None else f"{literal}:{parts.port}")
+    extensions = {"sni_hostname": parts.hostname} if parts.scheme == "https" else {}
+    return PinnedRequest(parts._replace(netloc=netloc).geturl(), {"Host": host_header}, extensions)
 
 
 async def _resolve(host: str, port: int) -> list[IPAddress]:

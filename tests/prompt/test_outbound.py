@@ -52,3 +52,30 @@ async def test_fetch_to_a_refused_target_records_why_and_sends_nothing(services,
     assert status.startswith("failed at") and "loopback" in status
     assert await attrs.get(STATUS.name) == status
     assert data_source.requests == []
+
+
+def test_a_checked_url_is_pinned_to_the_checked_address():
+    from ipaddress import ip_address
+
+    from gateway.outbound import pinned
+
+    https = pinned("https://user:pw@data.example.com:8443/q?a=1", [ip_address("93.184.216.34")])
+    assert https.url == "https://user:pw@93.184.216.34:8443/q?a=1"
+    assert https.headers == {"Host": "data.example.com:8443"}
+    assert https.extensions == {"sni_hostname": "data.example.com"}  # certificates are checked for the name
+    v6 = pinned("http://data.example.com/q", [ip_address("2606:2800:220:1::1")])
+    assert (v6.url, v6.headers, v6.extensions) == ("http://[2606:2800:220:1::1]/q", {"Host": "data.example.com"}, {})
+    assert pinned("https://inventory.internal/d", []).url == "https://inventory.internal/d"
+
+
+async def test_the_fetch_connects_to_the_address_it_checked(services, data_source):
+    """The fetch goes to the address the check resolved (see ``pinned`` above), and the data source
+    still sees its own name in ``Host``."""
+    attrs = services.customer_attributes
+    services.live.data_injection.outbound = OutboundPolicy.parse("127.0.0.0/8")
+    by_name = data_source.url.replace("127.0.0.1", "localhost")
+    await attrs.set("project_attributes_setting_data_injection_is_enabled", True)
+    await attrs.set("project_attributes_setting_data_injection_url", by_name)
+    assert await services.live.data_injection.fetch("slot-2") == "ok"
+    [request] = data_source.requests
+    assert request["headers"]["host"] == by_name.split("/")[2]
