@@ -40,6 +40,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         finally:
             runtime.unregister(settings.agent_id)
             await services.aclose()
+            gc.unfreeze()  # an app embedded in a longer-lived process (tests, a host) leaves nothing pinned
 
     app = FastAPI(title="Switchboard", version="0.1.0", lifespan=lifespan)
     app.state.services = services

@@ -104,6 +104,7 @@ class InboxConsumer:
                     reclaimed, self._reclaim_from = await self.inbox.reclaim(
                         self.name, self.reclaim_ms, free, self._reclaim_from
                     )
+                    reclaimed = [d for d in reclaimed if d.id not in self._inflight]
                     for delivery in reclaimed:
                         self.metrics.inbox_reclaimed.labels(delivery.channel).inc()
                         log.warning("resuming %s delivery %s left by another consumer", delivery.channel,
@@ -121,6 +122,8 @@ class InboxConsumer:
                 await asyncio.sleep(1.0)
 
     def _spawn(self, delivery: Delivery) -> None:
+        if delivery.id in self._inflight:  # reclaimed from ourselves (a stalled loop let it idle): still running
+            return
         task = asyncio.get_running_loop().create_task(self._consume(delivery), name=f"delivery {delivery.id}")
         self._inflight[delivery.id] = task
 

@@ -21,7 +21,11 @@ def stop_workers(*procs: subprocess.Popen | None) -> None:
             continue
         if proc.poll() is None:
             proc.terminate()
-            proc.wait(15)
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:  # still draining a turn: the test is over, kill it
+                proc.kill()
+                proc.wait(5)
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:

@@ -237,3 +237,28 @@ async def test_a_draining_consumer_keeps_its_turns_from_being_taken_over(service
         await other.stop()
     assert slow.sent == [12] and other_channel.accepted == []
     assert await stream_length(services) == 0
+
+
+async def test_a_consumer_never_runs_its_own_stalled_delivery_twice(services):
+    class Stalling(RecordingChannel):
+        async def accept(self, delivery):
+            work = await super().accept(delivery)
+
+            async def send() -> None:
+                time.sleep(0.7)  # noqa: ASYNC251 - on purpose: a blocking call stalls the loop past the reclaim time
+                await asyncio.sleep(0.5)  # the read loop's next reclaim runs while the turn goes on
+                self.sent.append(delivery.json()["n"])
+
+            return SendWork(send, what=work.what)
+
+    channel = Stalling()
+    live = consumer(services, channel)
+    await live.start()
+    try:
+        await push(services, 13)
+        await until(lambda: channel.sent == [13], what="the send")
+        await asyncio.sleep(0.5)
+    finally:
+        await live.stop()
+    assert channel.accepted == [("chat-a", 13)] and channel.sent == [13]
+    assert services.metrics.inbox_reclaimed.labels("test")._value.get() == 0
