@@ -107,8 +107,8 @@ class InboxConsumer:
                     reclaimed = [d for d in reclaimed if d.id not in self._inflight]
                     for delivery in reclaimed:
                         self.metrics.inbox_reclaimed.labels(delivery.channel).inc()
-                        log.warning("resuming %s delivery %s left by another consumer", delivery.channel,
-                                    delivery.dedup_id)
+                        log.warning("taking up %s delivery %s again (attempt %d): its consumer went away or "
+                                    "it failed", delivery.channel, delivery.dedup_id, delivery.attempts)
                         self._spawn(delivery)
                     if reclaimed:
                         continue

@@ -35,6 +35,7 @@ class Metrics:
             "switchboard_inbox_dead_letters", "Deliveries parked as impossible to process", ["channel"], registry=r
         )
         self.inbox_reclaimed = Counter(
-            "switchboard_inbox_reclaimed", "Deliveries taken over from a consumer that went away", ["channel"],
+            "switchboard_inbox_reclaimed", "Deliveries taken up again (their consumer went away, or they failed)",
+            ["channel"],
             registry=r,
         )
