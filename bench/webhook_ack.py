@@ -14,6 +14,7 @@ default); ``--turn-workers N`` runs the gateway with SWITCHBOARD_INBOX_CONSUMER=
 N ``switchboard worker`` processes consuming the inbox (the production split).
 
 Run: .venv/bin/python bench/webhook_ack.py [--per-channel 300] [--concurrency 50] [--turn-workers 1]
+(BENCH_TRACE=1 also prints each ack's start offset and latency, to see when slow acks happen.)
 """
 
 from __future__ import annotations

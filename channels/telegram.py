@@ -90,22 +90,19 @@ class TelegramSink:
         reply = None
         if self.target.reply_to is not None:
             reply = ReplyParameters(message_id=self.target.reply_to, allow_sending_without_reply=True)
+
+        def send(text: str, **markup):
+            return _call(self.bot.send_message(self.target.chat_id, text, message_thread_id=self.target.thread_id,
+                                               reply_parameters=reply, **markup), "sendMessage")
+
         try:
-            sent = await _call(
-                self.bot.send_message(self.target.chat_id, part, message_thread_id=self.target.thread_id,
-                                      reply_parameters=reply),
-                "sendMessage",
-            )
+            sent = await send(part)
         except ChannelRejected as exc:
             if UNPARSABLE not in exc.message.lower():
                 raise
             # Telegram refused the markup: the words still matter more than the formatting.
             log.warning("telegram refused a reply's HTML (%s); sending it as plain text", exc.message)
-            sent = await _call(
-                self.bot.send_message(self.target.chat_id, html_to_text(part), parse_mode=None,
-                                      message_thread_id=self.target.thread_id, reply_parameters=reply),
-                "sendMessage",
-            )
+            sent = await send(html_to_text(part), parse_mode=None)
         return str(sent.message_id)
 
     async def deliver(self, text: str) -> DeliveryReport:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import datetime
 from typing import Any
 
 from rq import Queue
@@ -102,12 +101,12 @@ class ConversationMeta:
         due = self.clock.now().timestamp() + self.delay_s
         await self.attributes.store.redis.zadd(self.due_key, {event.persona_id: due}, nx=True)
 
-    async def sweep(self, now: datetime | None = None) -> int:
+    async def sweep(self) -> int:
         """Queue an extraction for every persona whose delay has passed; returns how many. Each
         persona is taken off the due-set first (``ZREM`` answers 1 to one sweeper only), so a turn
         arriving during its extraction marks it due again."""
         redis = self.attributes.store.redis
-        at = (now or self.clock.now()).timestamp()
+        at = self.clock.now().timestamp()
         queued = 0
         for raw in await redis.zrangebyscore(self.due_key, "-inf", at, start=0, num=SWEEP_BATCH):
             if await redis.zrem(self.due_key, raw):
@@ -124,10 +123,6 @@ class ConversationMeta:
 
     def _enqueue(self, persona_id: str) -> None:
         self.queue.enqueue(extract_meta_job, self.agent_id, persona_id, result_ttl=300, failure_ttl=24 * 3600)
-
-    async def run_due(self, persona_id: str) -> str | None:
-        """The job."""
-        return await self.extract(persona_id)
 
     async def extract(self, persona_id: str) -> str | None:
         """Update and store the persona's ``conversation_meta``; ``None`` when skipped (no LLM)."""

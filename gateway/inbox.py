@@ -57,6 +57,10 @@ class Delivery:
     def json(self) -> Any:
         return json.loads(self.body)
 
+    def fields(self) -> dict[str, str | int]:
+        """The stream entry, as ``_PUSH`` writes it."""
+        return {"c": self.channel, "d": self.dedup_id, "k": self.order_key, "t": self.ticket, "b": self.body}
+
     @classmethod
     def from_entry(cls, entry_id: bytes | str, fields: dict, attempts: int = 1) -> Delivery:
         def text(name: bytes) -> str:
@@ -150,8 +154,7 @@ class Inbox:
         """Park a delivery that cannot be processed, with the reason, where an operator can see it."""
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.xadd(self.dead_stream, {
-                "c": delivery.channel, "d": delivery.dedup_id, "k": delivery.order_key, "b": delivery.body,
-                "entry": delivery.id, "attempts": delivery.attempts, "error": error[:2000],
+                **delivery.fields(), "entry": delivery.id, "attempts": delivery.attempts, "error": error[:2000],
                 "at": int(time.time()),
             }, maxlen=DEAD_LETTERS_KEPT, approximate=True)
             pipe.xack(self.stream, GROUP, delivery.id)
@@ -212,11 +215,10 @@ class Inbox:
         rows = await self.redis.xrange(self.dead_stream, min=dead_id, max=dead_id)
         if not rows:
             return False
-        fields = rows[0][1]
-        ticket = await self.order.take_ticket(fields[b"k"].decode())
+        dead = Delivery.from_entry(dead_id, rows[0][1])
+        ticket = await self.order.take_ticket(dead.order_key)  # it goes to the back of its chat's order
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.xadd(self.stream, {"c": fields[b"c"], "d": fields[b"d"], "k": fields[b"k"], "t": ticket,
-                                    "b": fields[b"b"]})
+            pipe.xadd(self.stream, {**dead.fields(), "t": ticket})
             pipe.xdel(self.dead_stream, dead_id)
             await pipe.execute()
         return True

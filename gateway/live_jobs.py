@@ -14,4 +14,4 @@ def fetch_data_job(agent_id: str, slot: str = "") -> str:
 
 
 def extract_meta_job(agent_id: str, persona_id: str) -> str | None:
-    return run_job(agent_id, lambda s: s.live.conversation_meta.run_due(persona_id))
+    return run_job(agent_id, lambda s: s.live.conversation_meta.extract(persona_id))

@@ -23,19 +23,18 @@ GROUP = "switchboard.plugins"
 WORKER_GROUP = "switchboard.workers"
 
 
-def install_plugins(app: FastAPI, services: Services) -> list[str]:
+def _install(group: str, *args: object) -> list[str]:
     installed = []
-    for ep in sorted(entry_points(group=GROUP), key=lambda e: e.name):
-        ep.load()(app, services)
+    for ep in sorted(entry_points(group=group), key=lambda e: e.name):
+        ep.load()(*args)
         installed.append(ep.name)
-    log.debug("plugins installed: %s", installed)
+    log.debug("%s installed: %s", group, installed)
     return installed
+
+
+def install_plugins(app: FastAPI, services: Services) -> list[str]:
+    return _install(GROUP, app, services)
 
 
 def install_worker_plugins(services: Services) -> list[str]:
-    installed = []
-    for ep in sorted(entry_points(group=WORKER_GROUP), key=lambda e: e.name):
-        ep.load()(services)
-        installed.append(ep.name)
-    log.debug("worker plugins installed: %s", installed)
-    return installed
+    return _install(WORKER_GROUP, services)

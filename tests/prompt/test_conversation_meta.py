@@ -119,7 +119,7 @@ async def test_a_burst_of_turns_queues_one_extraction_once_its_delay_has_passed(
     assert await meta.sweep() == 0  # taken off the due-set: a second sweep queues nothing
     # A turn after that marks the persona due again.
     fake_openai.script_json(META)
-    assert "Ada Lovelace" in await meta.run_due(persona.id)
+    assert "Ada Lovelace" in await meta.extract(persona.id)
     await meta.on_turn_completed(TurnCompleted(persona.id, "c1", "t3"))
     clock.advance(timedelta(seconds=31))
     assert await meta.sweep() == 1 and jobs.count == 2

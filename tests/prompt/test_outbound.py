@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+
 import pytest
 
 from gateway.data_injection import STATUS
@@ -68,14 +70,22 @@ def test_a_checked_url_is_pinned_to_the_checked_address():
     assert pinned("https://inventory.internal/d", []).url == "https://inventory.internal/d"
 
 
-async def test_the_fetch_connects_to_the_address_it_checked(services, data_source):
-    """The fetch goes to the address the check resolved (see ``pinned`` above), and the data source
-    still sees its own name in ``Host``."""
+async def test_the_fetch_connects_to_the_address_it_checked(services, data_source, monkeypatch):
+    """DNS answered once, at the check: ``rebind.test`` resolved to the data source's loopback address
+    then, and cannot be resolved at all afterwards (a rebinding server's later answer could be
+    anything). The fetch must connect to the checked address, not look the name up again."""
+    import gateway.outbound
+
+    async def checked_once(host: str, port: int):
+        assert host == "rebind.test"
+        return [ipaddress.ip_address("127.0.0.1")]
+
+    monkeypatch.setattr(gateway.outbound, "_resolve", checked_once)
     attrs = services.customer_attributes
     services.live.data_injection.outbound = OutboundPolicy.parse("127.0.0.0/8")
-    by_name = data_source.url.replace("127.0.0.1", "localhost")
+    by_name = data_source.url.replace("127.0.0.1", "rebind.test")
     await attrs.set("project_attributes_setting_data_injection_is_enabled", True)
     await attrs.set("project_attributes_setting_data_injection_url", by_name)
     assert await services.live.data_injection.fetch("slot-2") == "ok"
     [request] = data_source.requests
-    assert request["headers"]["host"] == by_name.split("/")[2]
+    assert request["headers"]["host"] == by_name.split("/")[2]  # the source still sees its own name
