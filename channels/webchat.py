@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import uuid
+from contextlib import suppress
 from importlib import resources
 
 from fastapi import APIRouter, Request, WebSocket, WebSocketDisconnect
@@ -12,12 +14,14 @@ from fastapi.responses import HTMLResponse, Response
 from pydantic import BaseModel, Field, ValidationError
 
 from channels.webchat_sessions import WebSession, WebSessions
+from channels.webchat_turns import TurnState, WebTurns
 from gateway.api.auth import bearer_token
 from gateway.channel import Capabilities, DeliveryReport
-from gateway.errors import Conflict, GatewayError, InvalidInput, PayloadTooLarge
+from gateway.errors import BadRequest, Conflict, GatewayError, InvalidInput, PayloadTooLarge
 from gateway.models import InboundMessage
-from gateway.pipeline import TurnOutcome
+from gateway.pipeline import Turn, TurnOutcome
 from gateway.services import Services
+from rag_core.clean_text import has_lone_surrogate
 
 log = logging.getLogger(__name__)
 CHANNEL = "webchat"
@@ -63,6 +67,40 @@ class _SocketSink:
         return DeliveryReport(delivered=True)  # the final frame follows with the turn id
 
 
+def _frame(raw: str) -> ChatMessageIn:
+    """A client's socket frame; only a frame that is not a message is blamed on the client."""
+    try:
+        return _checked(ChatMessageIn.model_validate(json.loads(raw)))
+    except (ValueError, RecursionError, ValidationError) as exc:
+        raise BadRequest('send JSON like {"text": "..."}') from exc
+
+
+def _message_body(raw: bytes) -> ChatMessageIn:
+    """The body of ``POST .../messages``, read only after the session token was checked."""
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise BadRequest("request body is not valid JSON") from exc
+    try:
+        return _checked(ChatMessageIn.model_validate(data))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        raise InvalidInput(f"{where}: {first['msg']}" if where else first["msg"]) from exc
+
+
+def _checked(body: ChatMessageIn) -> ChatMessageIn:
+    for name in ("text", "client_message_id"):
+        if has_lone_surrogate(getattr(body, name) or ""):
+            raise BadRequest(f"{name}: invalid Unicode (a lone surrogate); nothing was stored")
+    return body
+
+
+async def _send_error(ws: WebSocket, status: int, kind: str, message: str) -> None:
+    with suppress(WebSocketDisconnect, RuntimeError):
+        await ws.send_json({"type": "error", "status": status, "error": kind, "message": message})
+
+
 def _outcome_json(outcome: TurnOutcome) -> dict:
     msg = outcome.agent_message
     return {
@@ -81,12 +119,17 @@ class WebChatAdapter:
     def __init__(self, services: Services) -> None:
         self.services = services
         self.sessions = WebSessions(services.store)
+        self.turns = WebTurns(services.store, lease_s=services.settings.turn_lock_lease_s)
+        self._sweeper: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        pass
+        self._sweeper = asyncio.create_task(self._sweep(), name="web-chat orphan sweep")
 
     async def stop(self) -> None:
-        pass
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._sweeper
 
     def validate_text(self, text: str) -> str:
         if not text.strip():
@@ -100,18 +143,61 @@ class WebChatAdapter:
         return InboundMessage(
             channel=CHANNEL,
             external_user_id=session.id,
-            external_message_id=body.client_message_id or uuid.uuid4().hex,
+            # A client's message ids are its own: session A's "msg-1" is not session B's.
+            external_message_id=f"{session.id}:{body.client_message_id or uuid.uuid4().hex}",
             identity=session.identity,
             text=self.validate_text(body.text),
             thread=session.id,
         )
 
-    async def post_message(self, session: WebSession, body: ChatMessageIn) -> dict:
-        sink = _CollectingSink()
-        outcome = await self.services.pipeline.handle(self.inbound(session, body), sink)
-        if outcome is None:
-            raise Conflict("this message id was already received; its reply is in the transcript")
+    async def answer(self, session: WebSession, body: ChatMessageIn, sink) -> dict:
+        """Accept and answer one message; a resent ``client_message_id`` resumes its turn if it was cut."""
+        inbound = self.inbound(session, body)
+        turn = await self.services.pipeline.accept(inbound)
+        key = inbound.external_message_id
+        if turn is None:
+            return await self._resent(key, sink)
+        await self.turns.save(key, turn)
+        return await self._run(key, turn, sink)
+
+    async def _run(self, key: str, turn: Turn, sink) -> dict:
+        async with self.turns.leased(key):
+            outcome = await self.services.pipeline.run(turn, sink)
         return _outcome_json(outcome)
+
+    async def _resent(self, key: str, sink) -> dict:
+        state = await self.turns.state(key)
+        if state is TurnState.ORPHANED:
+            turn = await self.turns.take_over(key)
+            if turn is not None:  # its process went away mid-turn: answer it here, without storing it again
+                log.warning("resuming web-chat turn %s on its resend", turn.trace.turn_id)
+                return await self._run(key, turn, sink)
+            state = TurnState.RUNNING
+        if state is TurnState.RUNNING:
+            raise Conflict("this message is still being answered; its reply will appear in the transcript")
+        raise Conflict("this message id was already received and answered; its reply is in the transcript")
+
+    async def post_message(self, session: WebSession, body: ChatMessageIn) -> dict:
+        return await self.answer(session, body, _CollectingSink())
+
+    async def _sweep(self) -> None:
+        """Answer turns whose process died (their replies then show in the transcript)."""
+        interval = max(0.2, self.turns.lease_ms / 2000)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                orphans = await self.turns.take_orphans(8)
+            except Exception as exc:  # Redis away: the next sweep tries again
+                log.warning("web-chat orphan sweep failed: %s", exc)
+                continue
+            for key, turn in orphans:
+                log.warning("resuming web-chat turn %s: its process went away", turn.trace.turn_id)
+                self.services.turns.spawn(self._resume(key, turn), what=f"resumed web-chat turn {key}")
+
+    async def _resume(self, key: str, turn: Turn) -> None:
+        async with self.turns.leased(key):
+            if await self.services.turns.run_turn(turn, _CollectingSink()) is None:
+                raise RuntimeError(f"resumed web-chat turn {turn.trace.turn_id} failed again")
 
     async def transcript(self, session: WebSession) -> dict:
         messages = await self.services.store.persona_messages(session.persona_id, newest=500)
@@ -142,23 +228,16 @@ class WebChatAdapter:
             except WebSocketDisconnect:
                 return
             try:
-                body = ChatMessageIn.model_validate(json.loads(raw))
-                turn = await self.services.pipeline.accept(self.inbound(session, body))
-                if turn is None:
-                    raise Conflict("this message id was already received")
-                outcome = await self.services.pipeline.run(turn, _SocketSink(ws))
-                await ws.send_json({"type": "message", **_outcome_json(outcome)})
-            except (json.JSONDecodeError, ValidationError):
-                await ws.send_json(
-                    {"type": "error", "status": 400, "error": "bad_request",
-                     "message": 'send JSON like {"text": "..."}'}
-                )
+                body = _frame(raw)
+                outcome = await self.answer(session, body, _SocketSink(ws))
+                await ws.send_json({"type": "message", **outcome})
             except GatewayError as exc:
-                await ws.send_json(
-                    {"type": "error", "status": exc.status, "error": exc.kind, "message": exc.message}
-                )
+                await _send_error(ws, exc.status, exc.kind, exc.message)
             except WebSocketDisconnect:
                 return
+            except Exception:  # the top of a socket request: log it, tell the client, keep the socket
+                log.exception("web-chat socket message failed")
+                await _send_error(ws, 500, "internal_error", "internal error; please try again")
 
     def router(self) -> APIRouter:
         router = APIRouter()
@@ -169,10 +248,15 @@ class WebChatAdapter:
             session, token = await adapter.sessions.create()
             return {"session_id": session.id, "token": token, "persona_id": session.persona_id}
 
-        @router.post("/api/chat/sessions/{session_id}/messages")
-        async def post_message(session_id: str, body: ChatMessageIn, request: Request) -> dict:
+        @router.post(
+            "/api/chat/sessions/{session_id}/messages",
+            openapi_extra={"requestBody": {"required": True, "content": {
+                "application/json": {"schema": ChatMessageIn.model_json_schema()}}}},
+        )
+        async def post_message(session_id: str, request: Request) -> dict:
+            # The token is checked before the body is read: a stranger's request costs no parsing.
             session = await adapter.sessions.authenticate(session_id, bearer_token(request))
-            return await adapter.post_message(session, body)
+            return await adapter.post_message(session, _message_body(await request.body()))
 
         @router.get("/api/chat/sessions/{session_id}/messages")
         async def get_messages(session_id: str, request: Request) -> dict:

@@ -1,7 +1,8 @@
 """Typed key/value attributes: per persona (``rag``, ``conversation_meta`` …) and per customer/project.
 
 An attribute is declared once with an ``AttributeSpec`` (type, default, whether the session end
-clears it); values are validated on write so a bad value is refused and the old one stays.
+clears it); values are validated on write so a bad value is refused and the old one stays. Text is repaired
+(lone surrogates become U+FFFD) on write and on read, so one bad value never breaks a turn.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from gateway.errors import InvalidInput, NotFound
 from gateway.store import RedisStore
+from rag_core.clean_text import scrub_deep
 
 
 @dataclass(frozen=True)
@@ -33,7 +35,7 @@ class AttributeSpec:
 
     def validate(self, value: Any) -> Any:
         try:
-            parsed = self._adapter.validate_python(value)
+            parsed = self._adapter.validate_python(scrub_deep(value))
             if self.check is not None:
                 parsed = self.check(parsed)
         except (ValidationError, ValueError, TypeError) as exc:
@@ -85,12 +87,13 @@ class _AttributeHash:
     async def _get(self, key: str, name: str) -> Any:
         spec = self.spec(name)
         raw = await self.store.redis.hget(key, name)
-        return spec.default if raw is None else json.loads(raw)
+        return spec.default if raw is None else scrub_deep(json.loads(raw))
 
     async def _all(self, key: str) -> dict[str, Any]:
         raw = await self.store.redis.hgetall(key)
         values = {name: spec.default for name, spec in self.specs.items()}
-        values.update({k.decode(): json.loads(v) for k, v in raw.items() if k.decode() in self.specs})
+        # Repaired on read too: a value stored before invalid text was refused must not break every turn.
+        values.update({k.decode(): scrub_deep(json.loads(v)) for k, v in raw.items() if k.decode() in self.specs})
         return values
 
     async def _set(self, key: str, name: str, value: Any) -> Any:

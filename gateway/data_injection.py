@@ -29,6 +29,7 @@ from gateway.models import PromptMessage
 from gateway.outbound import OutboundPolicy, OutboundRefused, pinned
 from gateway.settings import Settings
 from gateway.template_store import TemplateStore
+from rag_core.clean_text import scrub, scrub_deep
 
 log = logging.getLogger(__name__)
 
@@ -204,12 +205,13 @@ class DataInjection:
 
 
 def _decode(body: bytes, content_type: str) -> Any:
+    """The data source's answer as data; text that is not valid Unicode is repaired, never refused."""
     text = body.decode("utf-8", errors="replace")
     if "json" in content_type:
         try:
-            return json.loads(text)
-        except ValueError:
-            return text
+            return scrub_deep(json.loads(text))
+        except (ValueError, RecursionError):  # not JSON after all, or nested past the parser's depth
+            return scrub(text)
     return text
 
 

@@ -19,6 +19,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from gateway.errors import LLMError
 from gateway.models import PromptMessage, TokenUsage
 from gateway.settings import Settings
+from rag_core.clean_text import scrub, scrub_deep
 from rag_core.errors import StructuredOutputError
 
 log = logging.getLogger(__name__)
@@ -31,7 +32,7 @@ class Completion:
 
 
 def _wire(messages: Sequence[PromptMessage]) -> list[dict[str, str]]:
-    return [{"role": m.role, "content": m.content} for m in messages]
+    return [{"role": m.role, "content": m.content} for m in messages]  # PromptMessage text is already clean
 
 
 def _usage(raw: object | None) -> TokenUsage:
@@ -77,19 +78,34 @@ class LLMClient:
             stream_cls=AsyncStream[ChatCompletionChunk],
         )
 
-    async def complete(self, messages: Sequence[PromptMessage]) -> Completion:
+    async def _completion(self, body: dict, what: str) -> ChatCompletion:
+        """One non-streamed completion; anything but a well-formed one is an ``LLMError``."""
         try:
-            resp = await self._chat(
-                {"model": self.model, "messages": _wire(messages), "temperature": self.settings.llm_temperature}
-            )
+            resp = await self._chat(body)
         except openai.OpenAIError as exc:
-            raise LLMError(f"language model request failed: {type(exc).__name__}") from exc
-        if not resp.choices or resp.choices[0].message.content is None:
+            raise LLMError(f"{what} failed: {type(exc).__name__}") from exc
+        except _MALFORMED as exc:  # a 200 whose body is truncated JSON, or a proxy's error page
+            problem = f"the server's answer is not a chat completion ({type(exc).__name__})"
+            raise LLMError(f"{what} failed: {problem}") from exc
+        if not isinstance(resp, ChatCompletion):  # the SDK hands back non-JSON bodies as text
+            raise LLMError(f"{what} failed: the server answered {_describe_body(resp)}, not a chat completion")
+        return resp
+
+    async def complete(self, messages: Sequence[PromptMessage]) -> Completion:
+        resp = await self._completion(
+            {"model": self.model, "messages": _wire(messages), "temperature": self.settings.llm_temperature},
+            "language model request",
+        )
+        text = _first_text(resp)
+        if not text.strip():
             raise LLMError("language model returned no text")
-        return Completion(text=resp.choices[0].message.content, usage=_usage(resp.usage))
+        return Completion(text=text, usage=_usage(resp.usage))
 
     async def stream(self, messages: Sequence[PromptMessage], usage: TokenUsage) -> AsyncIterator[str]:
-        """Yield text deltas; fills ``usage`` in place when the server reports it."""
+        """Yield text deltas; fills ``usage`` in place when the server reports it.
+
+        A stream that ends without any text is an ``LLMError`` like any other failure."""
+        produced = False
         try:
             stream = await self._chat(
                 {
@@ -100,42 +116,63 @@ class LLMClient:
                 },
                 stream=True,
             )
+            if not isinstance(stream, AsyncStream):
+                raise LLMError(f"language model stream failed: the server answered {_describe_body(stream)}")
             async for chunk in stream:
-                if chunk.usage is not None:
+                if getattr(chunk, "usage", None) is not None:
                     reported = _usage(chunk.usage)
                     usage.prompt_tokens = reported.prompt_tokens
                     usage.completion_tokens = reported.completion_tokens
                     usage.total_tokens = reported.total_tokens
-                for choice in chunk.choices:
-                    if choice.delta and choice.delta.content:
-                        yield choice.delta.content
+                for choice in chunk.choices or ():
+                    content = choice.delta.content if choice.delta else None
+                    if isinstance(content, str) and content:
+                        produced = produced or bool(content.strip())
+                        yield scrub(content)
         except openai.OpenAIError as exc:
             raise LLMError(f"language model stream failed: {type(exc).__name__}") from exc
+        except _MALFORMED as exc:  # an event that is not JSON, or not a chunk
+            raise LLMError(f"language model stream failed: malformed event ({type(exc).__name__})") from exc
+        if not produced:
+            raise LLMError("language model stream ended without any text")
 
     async def structured_generation(self, prompt: str, schema: dict) -> dict:
         """Ask for JSON matching ``schema``, validate it, retry once; ``StructuredOutputError`` after."""
         last_problem = ""
         for attempt in (1, 2):
+            resp = await self._completion({
+                "model": self.search_model,
+                "messages": [{"role": "system", "content": scrub(prompt.strip())}],
+                "temperature": self.settings.structured_temperature,
+                "top_p": self.settings.structured_top_p,
+                "max_tokens": self.settings.structured_max_tokens,
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": "result", "schema": schema, "strict": True},
+                },
+            }, "structured generation")
             try:
-                resp = await self._chat({
-                    "model": self.search_model,
-                    "messages": [{"role": "system", "content": prompt.strip()}],
-                    "temperature": self.settings.structured_temperature,
-                    "top_p": self.settings.structured_top_p,
-                    "max_tokens": self.settings.structured_max_tokens,
-                    "response_format": {
-                        "type": "json_schema",
-                        "json_schema": {"name": "result", "schema": schema, "strict": True},
-                    },
-                })
-            except openai.OpenAIError as exc:
-                raise LLMError(f"structured generation failed: {type(exc).__name__}") from exc
-            content = resp.choices[0].message.content if resp.choices else None
-            try:
-                data = json.loads(content or "")
+                data = scrub_deep(json.loads(_first_text(resp)))
                 jsonschema.validate(data, schema)
                 return data
-            except (json.JSONDecodeError, jsonschema.ValidationError) as exc:
-                last_problem = str(exc).splitlines()[0]
+            except (ValueError, RecursionError, jsonschema.ValidationError) as exc:
+                last_problem = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 log.warning("structured output invalid (attempt %d): %s", attempt, last_problem)
         raise StructuredOutputError(f"model output did not match the schema: {last_problem}")
+
+
+# What a misbehaving server (or a proxy in front of it) makes the SDK raise besides its own errors.
+_MALFORMED = (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError)
+
+
+def _first_text(resp: ChatCompletion) -> str:
+    choices = resp.choices or []
+    content = choices[0].message.content if choices and choices[0].message else None
+    return scrub(content) if isinstance(content, str) else ""
+
+
+def _describe_body(body: object) -> str:
+    if isinstance(body, str):
+        head = body.lstrip()[:15].lower()
+        return "an HTML page" if head.startswith(("<!doctype", "<html")) else f"{len(body)} characters of text"
+    return type(body).__name__

@@ -5,8 +5,14 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from rag_core.clean_text import scrub
+
+# Text from outside (vendors, the language model, stored data) that must always encode as UTF-8.
+Text = Annotated[str, AfterValidator(scrub)]
 
 
 def utcnow() -> datetime:
@@ -47,13 +53,13 @@ class InboundMessage(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     channel: str
-    external_user_id: str
-    external_message_id: str
-    identity: str  # persona identity key, e.g. "phone:+15551234567", "telegram:42", "web:<session>"
-    text: str
-    thread: str | None = None
+    external_user_id: Text
+    external_message_id: Text
+    identity: Text  # persona identity key, e.g. "phone:+15551234567", "telegram:42", "web:<session>"
+    text: Text
+    thread: Text | None = None
     attachments: tuple[Attachment, ...] = ()
-    display_name: str | None = None
+    display_name: Text | None = None
     received_at: datetime = Field(default_factory=utcnow)
 
 
@@ -61,8 +67,8 @@ class Persona(BaseModel):
     """One end user across every channel."""
 
     id: str = Field(default_factory=new_id)
-    identities: list[str] = Field(default_factory=list)
-    display_name: str | None = None
+    identities: list[Text] = Field(default_factory=list)
+    display_name: Text | None = None
     created_at: datetime = Field(default_factory=utcnow)
 
 
@@ -87,12 +93,12 @@ class Message(BaseModel):
     persona_id: str
     role: Role
     channel: str  # the channel actor that carried it
-    text: str
-    external_id: str | None = None
+    text: Text
+    external_id: Text | None = None
     created_at: datetime = Field(default_factory=utcnow)
     turn_id: str | None = None
     delivery: DeliveryStatus | None = None
-    delivery_error: str | None = None
+    delivery_error: Text | None = None
 
 
 class StageTiming(BaseModel):
@@ -110,19 +116,22 @@ class PromptMessage(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     role: str  # "system" | "user" | "assistant"
-    content: str
+    content: Text
 
 
 class RetrievalTrace(BaseModel):
     strategy: str | None = None
     candidates: list[dict[str, float | str]] = Field(default_factory=list)
     selected: list[str] = Field(default_factory=list)
-    fallback: str | None = None
-    skipped: str | None = None
+    fallback: Text | None = None
+    skipped: Text | None = None
     timings_ms: dict[str, float] = Field(default_factory=dict)
 
 
 class TurnTrace(BaseModel):
+    # Filled field by field as the turn goes; every assignment is checked so the trace always stores.
+    model_config = ConfigDict(validate_assignment=True)
+
     turn_id: str = Field(default_factory=new_id)
     conversation_id: str
     persona_id: str
@@ -132,12 +141,12 @@ class TurnTrace(BaseModel):
     model: str | None = None
     responder: str = "llm"  # "llm" | "offline" | "fallback"
     prompt: list[PromptMessage] = Field(default_factory=list)
-    reply: str | None = None
+    reply: Text | None = None
     stages: list[StageTiming] = Field(default_factory=list)
     usage: TokenUsage | None = None
     retrieval: RetrievalTrace | None = None
     sections: dict[str, dict[str, int | bool]] = Field(default_factory=dict)
-    error: str | None = None
-    delivery_error: str | None = None
+    error: Text | None = None
+    delivery_error: Text | None = None
     started_at: datetime = Field(default_factory=utcnow)
     total_ms: float = 0.0

@@ -6,11 +6,14 @@ message, take the conversation's turn ticket); ``run`` does the rest and may hap
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
+
+from pydantic import BaseModel
 
 from gateway.channel import DeliveryReport, ReplySink
 from gateway.errors import LLMError
@@ -57,6 +60,29 @@ class Turn:
     rag: str = ""
     hits: list[KnowledgeHit] = field(default_factory=list)
     voice: bool = False
+
+
+class TurnSnapshot(BaseModel):
+    """What an accepted turn is before it runs: enough to run it in another process after a crash."""
+
+    inbound: InboundMessage
+    persona: Persona
+    conversation: Conversation
+    user_message: Message
+    ticket: int
+    started: bool
+    trace: TurnTrace
+    voice: bool = False
+
+    @classmethod
+    def of(cls, turn: Turn) -> TurnSnapshot:
+        return cls(inbound=turn.inbound, persona=turn.persona, conversation=turn.conversation,
+                   user_message=turn.user_message, ticket=turn.ticket, started=turn.started,
+                   trace=turn.trace, voice=turn.voice)
+
+    def turn(self) -> Turn:
+        return Turn(self.inbound, self.persona, self.conversation, self.user_message, self.ticket,
+                    self.started, self.trace, voice=self.voice)
 
 
 class ContextPreparer(Protocol):
@@ -121,6 +147,7 @@ class TurnPipeline:
         if not await self.store.claim_once("msg", inbound.channel, inbound.external_message_id):
             self.metrics.duplicates.labels(inbound.channel).inc()
             return None
+        ticket: int | None = None
         try:
             persona = await self.store.resolve_persona(inbound.identity, inbound.display_name)
             conversation, started = await self.sessions.open(persona, inbound)
@@ -143,7 +170,10 @@ class TurnPipeline:
             user_message.turn_id = trace.turn_id
             await self.store.add_message(user_message)
         except Exception:
-            # Nothing was answered: let the vendor's retry (or the user's resend) try again.
+            # Nothing was answered: let the vendor's retry (or the user's resend) try again, and let
+            # the conversation's next turn go ahead instead of waiting for a ticket nobody will use.
+            if ticket is not None:
+                await self.lock.pass_ticket(conversation.id, ticket)
             await self.store.release_claim("msg", inbound.channel, inbound.external_message_id)
             raise
         trace.stages.append(StageTiming(stage="accept", ms=round((time.perf_counter() - t0) * 1000, 3)))
@@ -155,11 +185,15 @@ class TurnPipeline:
         clock = _Stopwatch(turn.trace, self.metrics)
         async with self.lock.hold(turn.conversation.id, turn.ticket, self.settings.turn_lock_ttl_s):
             clock.lap("lock_wait")
-            prompt = await self.compose(turn, clock)
+            # One deadline for the whole turn: context (retrieval, the search LLM) may use half of it,
+            # the reply (with its retries) what is left; past it the user gets the fallback message.
+            now = asyncio.get_running_loop().time()
+            deadline = now + self.settings.turn_deadline_s
+            prompt = await self.compose(turn, clock, context_deadline=now + self.settings.turn_deadline_s / 2)
             turn.trace.prompt = prompt.messages
             turn.trace.sections = prompt.sections
             clock.lap("prompt")
-            reply = await self._reply(turn, prompt.messages, sink)
+            reply = await self._reply(turn, prompt.messages, sink, deadline)
             clock.lap("llm")
             agent_message = Message(
                 conversation_id=turn.conversation.id,
@@ -194,10 +228,12 @@ class TurnPipeline:
         )
         return TurnOutcome(turn=turn, reply=reply, agent_message=agent_message, delivery=delivery)
 
-    async def compose(self, turn: Turn, clock: _Stopwatch | None = None, pending: Message | None = None):
+    async def compose(self, turn: Turn, clock: _Stopwatch | None = None, pending: Message | None = None,
+                      context_deadline: float | None = None):
         """Memory → context preparers → prompt: the part of a turn the prompt preview shares.
 
-        ``pending`` is a user message that is not stored (a preview's sample text)."""
+        ``pending`` is a user message that is not stored (a preview's sample text); context
+        preparers that are still running at ``context_deadline`` (loop time) are cut off."""
         # One read serves the prompt and the RAG search (which wants a longer history).
         turn.recent = self._memory_for(turn, await self.memory.get_memory(
             turn.persona, count=max(self.settings.memory_count, RECENT_FOR_CONTEXT),
@@ -209,7 +245,7 @@ class TurnPipeline:
         if clock is not None:
             clock.lap("memory")
         for preparer in self.preparers:
-            await self._prepare(preparer, turn)
+            await self._prepare(preparer, turn, context_deadline)
         if clock is not None:
             clock.lap("context")
         return await self.prompts.build(
@@ -251,25 +287,38 @@ class TurnPipeline:
             if not (m.role is Role.USER and m.id != own.id and m.created_at > own.created_at)
         ]
 
-    async def _prepare(self, preparer: ContextPreparer, turn: Turn) -> None:
+    async def _prepare(self, preparer: ContextPreparer, turn: Turn, deadline: float | None) -> None:
         try:
-            await preparer.prepare(turn)
+            async with asyncio.timeout_at(deadline):
+                await preparer.prepare(turn)
+        except TimeoutError:  # context is an enrichment: the turn goes on without it
+            log.warning("context preparer %s cut off at half the turn deadline", type(preparer).__name__)
+            _note(turn, f"{type(preparer).__name__}: cut off after {self.settings.turn_deadline_s / 2:g} s "
+                        "(half of SWITCHBOARD_TURN_DEADLINE_S); answered without it")
         except Exception as exc:  # context is an enrichment: the turn goes on without it
             log.exception("context preparer %s failed", type(preparer).__name__)
-            note = f"{type(preparer).__name__}: {type(exc).__name__}: {exc}"
-            turn.trace.error = f"{turn.trace.error}; {note}" if turn.trace.error else note
+            _note(turn, f"{type(preparer).__name__}: {type(exc).__name__}: {exc}")
 
-    async def _reply(self, turn: Turn, prompt, sink: ReplySink) -> Reply:
+    async def _reply(self, turn: Turn, prompt, sink: ReplySink, deadline: float) -> Reply:
+        """The responder's reply, or the fallback message once, with the reason in the trace."""
         request = ReplyRequest(
             prompt=prompt, hits=turn.hits, on_delta=sink.delta if sink.streaming else None
         )
         try:
-            return await self.responder.reply(request)
+            async with asyncio.timeout_at(deadline):
+                return await self.responder.reply(request)
         except LLMError as exc:
-            self.metrics.llm_errors.labels(type(exc.__cause__ or exc).__name__).inc()
-            log.warning("LLM failed for turn %s: %s", turn.trace.turn_id, exc.message)
-            turn.trace.error = exc.message
-            return Reply(text=self.settings.llm_fallback_message, responder="fallback")
+            kind, problem = type(exc.__cause__ or exc).__name__, exc.message
+        except TimeoutError:
+            kind = "TurnDeadline"
+            problem = f"no reply within the turn deadline ({self.settings.turn_deadline_s:g} s)"
+        except Exception as exc:  # a reply is owed whatever broke: never a 500, never an empty reply
+            log.exception("responder failed for turn %s", turn.trace.turn_id)
+            kind, problem = type(exc).__name__, f"responder failed: {type(exc).__name__}: {exc}"
+        self.metrics.llm_errors.labels(kind).inc()
+        log.warning("LLM failed for turn %s: %s", turn.trace.turn_id, problem)
+        _note(turn, problem)
+        return Reply(text=self.settings.llm_fallback_message, responder="fallback")
 
     async def _deliver(self, sink: ReplySink, text: str) -> DeliveryReport:
         try:
@@ -280,3 +329,7 @@ class TurnPipeline:
         if not report.delivered:
             self.metrics.delivery_failures.labels(getattr(sink, "channel", "unknown")).inc()
         return report
+
+
+def _note(turn: Turn, problem: str) -> None:
+    turn.trace.error = f"{turn.trace.error}; {problem}" if turn.trace.error else problem

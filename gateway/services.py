@@ -91,7 +91,7 @@ class Services:
         metrics = Metrics()
         memory = Memory(store)
         sessions = Sessions(store, persona_attributes, events, settings.inactivity_timeout_s)
-        lock = TurnLock(redis, store.prefix, lease_s=settings.turn_lock_ttl_s)
+        lock = TurnLock(redis, store.prefix, lease_s=settings.turn_lock_lease_s)
         llm = LLMClient(settings) if settings.llm_configured else None
         customer_attributes = CustomerAttributes(store)
         queues = {q: Queue(settings.queue_name(q), connection=sync) for q in QUEUES}

@@ -67,7 +67,9 @@ class Settings(BaseSettings):
     max_message_chars: int = 4000
     memory_count: int = 15
     memory_max_chars: int = 10_000
-    turn_lock_ttl_s: int = 120
+    turn_lock_ttl_s: int = 120  # how long a turn waits for the conversation's earlier turns
+    turn_lock_lease_s: float = Field(default=10.0, gt=0)  # a running turn's lease, renewed while it runs
+    turn_deadline_s: float = Field(default=60.0, gt=0)  # context may use half; past it the fallback answers
 
     # Admin and operators.
     admin_token: SecretStr | None = None

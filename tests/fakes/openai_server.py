@@ -15,7 +15,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 
 @dataclass
@@ -23,6 +23,10 @@ class Scripted:
     text: str | None = None
     status: int | None = None
     delay_s: float = 0.0
+    raw: str | None = None  # a body sent as it is (a proxy's HTML page, truncated JSON)
+    content_type: str = "application/json"
+    events: list[str] | None = None  # server-sent events sent as they are, for a streaming request
+    choices: list | None = None  # the completion's "choices", when not the usual one
 
 
 @dataclass
@@ -39,6 +43,15 @@ class FakeOpenAI:
 
     def script_json(self, data: dict | str) -> None:
         self.script.append(Scripted(text=data if isinstance(data, str) else json.dumps(data)))
+
+    def script_raw(self, body: str, content_type: str = "application/json", status: int = 200) -> None:
+        self.script.append(Scripted(raw=body, content_type=content_type, status=status))
+
+    def script_events(self, events: list[str]) -> None:
+        self.script.append(Scripted(events=events))
+
+    def script_choices(self, choices: list) -> None:
+        self.script.append(Scripted(choices=choices))
 
     def fail_next(self, status: int = 500, times: int = 1) -> None:
         for _ in range(times):
@@ -63,6 +76,10 @@ class FakeOpenAI:
             delay = step.delay_s or fake.default_delay_s
             if delay:
                 await asyncio.sleep(delay)
+            if step.raw is not None:
+                return Response(step.raw, status_code=step.status or 200, media_type=step.content_type)
+            if step.events is not None:
+                return StreamingResponse(_raw_events(step.events), media_type="text/event-stream")
             if step.status:
                 return JSONResponse({"error": {"message": "scripted failure", "type": "server_error"}},
                                     status_code=step.status)
@@ -78,8 +95,8 @@ class FakeOpenAI:
             return {
                 "id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
                 "model": body["model"],
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": text}}],
+                "choices": step.choices if step.choices is not None else [
+                    {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
                 "usage": usage,
             }
 
@@ -110,3 +127,8 @@ async def _stream(model: str, text: str, size: int, usage: dict, delay_s: float 
     yield f"data: {json.dumps({**base, 'choices': [{'index': 0, 'delta': {}, 'finish_reason': 'stop'}]})}\n\n"
     yield f"data: {json.dumps({**base, 'choices': [], 'usage': usage})}\n\n"
     yield "data: [DONE]\n\n"
+
+
+async def _raw_events(events: list[str]):
+    for event in events:
+        yield event
