@@ -152,17 +152,23 @@
     return node;
   }
 
+  var lastFailed = null;
   function sendText(text) {
     setBusy(true); showError("");
     bubble("user", text);
     var typing = typingBubble();
-    var clientId = (window.crypto && crypto.randomUUID) ? crypto.randomUUID() : String(Date.now()) + Math.random();
+    // Sending the same text again after a failure reuses its id: the gateway then resumes that turn
+    // (or says it was answered) instead of storing the message twice.
+    var clientId = (lastFailed && lastFailed.text === text) ? lastFailed.clientId
+      : (window.crypto && crypto.randomUUID) ? crypto.randomUUID() : String(Date.now()) + Math.random();
+    lastFailed = null;
     var finish = function (reply) {
       typing.className = "sb-msg sb-agent"; typing.setAttribute("data-role", "agent");
       typing.removeAttribute("aria-label");
       typing.textContent = reply; pending = null; setBusy(false); scroll(); input.focus();
     };
     var fail = function (message) {
+      lastFailed = { text: text, clientId: clientId };
       typing.remove(); pending = null; setBusy(false);
       showError(message || "Something went wrong. Please try again.");
       input.value = input.value || text;
