@@ -13,6 +13,7 @@ from gateway.channel import DeliveryRejected, SendWork
 from gateway.inbox import Delivery
 from gateway.inbox_consumer import InboxConsumer
 from gateway.services import Services
+from tests.redis_servers import embedded_redis, redis_url  # noqa: F401 - fixtures: both servers
 
 
 class RecordingChannel:
