@@ -121,9 +121,14 @@ class Inbox:
                       start: str = "0-0") -> tuple[list[Delivery], str]:
         """Entries whose consumer went quiet for ``idle_ms`` (it died, or handed them back), and where
         the next scan of the pending list starts ("0-0" once it has been scanned to the end)."""
-        cursor, claimed, _deleted = await self.redis.xautoclaim(
+        # redis-py hands the server's reply through as it comes: Redis 7 answers [cursor, claimed,
+        # deleted ids] and drops deleted entries from the pending list itself; Redis 6.2 (the embedded
+        # default) answers [cursor, claimed] with each deleted entry as (None, None), skipped below.
+        # Our own deletes acknowledge in the same transaction, so only an outside XDEL leaves one.
+        reply = await self.redis.xautoclaim(
             self.stream, GROUP, consumer, min_idle_time=idle_ms, start_id=start, count=count
         )
+        cursor, claimed = reply[0], reply[1]
         cursor = cursor.decode() if isinstance(cursor, bytes) else str(cursor)
         live = [(entry_id, fields) for entry_id, fields in claimed if fields]
         if not live:

@@ -8,6 +8,10 @@ process dies, another consumer claims the entry after ``inbox_reclaim_s`` and re
 accepted turn when the user message was already persisted, so it is neither lost nor stored
 twice). On a graceful stop, turns that do not finish within the drain time are handed back at
 once. A delivery that cannot be processed is dead-lettered with its reason.
+
+When Redis (or a bug) makes a step of the loop fail, the step backs off (``Backoff``) and each
+failure is counted in ``switchboard_inbox_loop_errors_total{step}``; the log gets the traceback
+once and then a short line at most every ``LOG_AGAIN_S`` — not a line on every poll.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ import asyncio
 import logging
 import os
 import socket
+import time
+from dataclasses import dataclass
 from uuid import uuid4
 
 from gateway.channel import DeliveryRejected, InboxHandler, SendWork, TurnWork, Work
@@ -24,15 +30,65 @@ from gateway.metrics import Metrics
 from gateway.settings import Settings
 from gateway.turn_runner import TurnRunner
 
-__all__ = ["InboxConsumer"]
+__all__ = ["Backoff", "InboxConsumer"]
 
 log = logging.getLogger(__name__)
+
+LOG_AGAIN_S = 60.0  # while a step keeps failing, one short line this often
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """How long a failing step waits before it tries again: ``first_s``, doubled per failure in a
+    row, at most ``max_s``; a success starts it over."""
+
+    first_s: float = 0.5
+    max_s: float = 30.0
+
+    def delay(self, failures: int) -> float:
+        return min(self.first_s * 2 ** min(max(failures - 1, 0), 32), self.max_s)
+
+
+class FailureStreak:
+    """One step's failures: counted, and logged without flooding the log.
+
+    The traceback of each kind of error is logged the first time it happens; after that one short
+    line at most every ``LOG_AGAIN_S``, saying how often the step failed meanwhile.
+    """
+
+    def __init__(self, step: str, what: str, metrics: Metrics) -> None:
+        self.what = what
+        self.failures = 0  # in a row: what the backoff goes by
+        self._counter = metrics.inbox_loop_errors.labels(step)
+        self._traced: set[type[BaseException]] = set()
+        self._logged_at = float("-inf")
+        self._unlogged = 0
+
+    def failed(self, exc: Exception) -> None:
+        self.failures += 1
+        self._counter.inc()
+        now = time.monotonic()
+        if type(exc) not in self._traced:
+            self._traced.add(type(exc))
+            log.error("%s failed; retrying with backoff", self.what, exc_info=exc)
+        elif now - self._logged_at >= LOG_AGAIN_S:
+            log.error("%s keeps failing (%d times since the last line): %s: %s", self.what,
+                      self._unlogged + 1, type(exc).__name__, exc)
+        else:
+            self._unlogged += 1
+            return
+        self._logged_at, self._unlogged = now, 0
+
+    def succeeded(self) -> None:
+        if self.failures > 1:
+            log.warning("%s works again after %d failures in a row", self.what, self.failures)
+        self.failures = 0
 
 
 class InboxConsumer:
     def __init__(
         self, inbox: Inbox, runner: TurnRunner, settings: Settings, metrics: Metrics,
-        handlers: dict[str, InboxHandler] | None = None,
+        handlers: dict[str, InboxHandler] | None = None, backoff: Backoff = Backoff(),
     ) -> None:
         self.inbox = inbox
         self.runner = runner
@@ -47,6 +103,10 @@ class InboxConsumer:
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
         self._reclaim_from = "0-0"  # XAUTOCLAIM scans the pending list a page at a time
+        self._next_reclaim = 0.0
+        self.backoff = backoff
+        self._read_failures = FailureStreak("read", "inbox read", metrics)
+        self._reclaim_failures = FailureStreak("reclaim", "inbox reclaim", metrics)
 
     @property
     def in_flight(self) -> int:
@@ -91,35 +151,46 @@ class InboxConsumer:
     # -- reading ---------------------------------------------------------------------------------
     async def _read_loop(self) -> None:
         loop = asyncio.get_running_loop()
-        next_reclaim = 0.0
         while not self._stopping:
             free = self.capacity - len(self._inflight)
             if free <= 0:
                 self._slot.clear()
                 await self._slot.wait()
                 continue
+            if loop.time() >= self._next_reclaim and await self._reclaim(free):
+                continue  # fill what capacity is left on the next round
+            block_ms = max(50, min(1000, int((self._next_reclaim - loop.time()) * 1000)))
             try:
-                if loop.time() >= next_reclaim:
-                    next_reclaim = loop.time() + self.settings.inbox_reclaim_s / 2
-                    reclaimed, self._reclaim_from = await self.inbox.reclaim(
-                        self.name, self.reclaim_ms, free, self._reclaim_from
-                    )
-                    reclaimed = [d for d in reclaimed if d.id not in self._inflight]
-                    for delivery in reclaimed:
-                        self.metrics.inbox_reclaimed.labels(delivery.channel).inc()
-                        log.warning("taking up %s delivery %s again (attempt %d): its consumer went away or "
-                                    "it failed", delivery.channel, delivery.dedup_id, delivery.attempts)
-                        self._spawn(delivery)
-                    if reclaimed:
-                        continue
-                block_ms = max(50, min(1000, int((next_reclaim - loop.time()) * 1000)))
-                for delivery in await self.inbox.read(self.name, free, block_ms):
-                    self._spawn(delivery)
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # Redis away: keep trying, the entries wait in the stream
-                log.exception("inbox read failed; retrying")
-                await asyncio.sleep(1.0)
+                deliveries = await self.inbox.read(self.name, free, block_ms)
+            except Exception as exc:  # Redis away: keep trying, the entries wait in the stream
+                self._read_failures.failed(exc)
+                await asyncio.sleep(self.backoff.delay(self._read_failures.failures))
+                continue
+            self._read_failures.succeeded()
+            for delivery in deliveries:
+                self._spawn(delivery)
+
+    async def _reclaim(self, free: int) -> bool:
+        """Take up deliveries whose consumer went away; True when there were any."""
+        loop = asyncio.get_running_loop()
+        try:
+            reclaimed, self._reclaim_from = await self.inbox.reclaim(
+                self.name, self.reclaim_ms, free, self._reclaim_from
+            )
+        except Exception as exc:  # reading new deliveries goes on meanwhile; only the reclaims back off
+            self._reclaim_failures.failed(exc)
+            self._next_reclaim = loop.time() + max(self.settings.inbox_reclaim_s / 2,
+                                                   self.backoff.delay(self._reclaim_failures.failures))
+            return False
+        self._reclaim_failures.succeeded()
+        self._next_reclaim = loop.time() + self.settings.inbox_reclaim_s / 2
+        reclaimed = [d for d in reclaimed if d.id not in self._inflight]
+        for delivery in reclaimed:
+            self.metrics.inbox_reclaimed.labels(delivery.channel).inc()
+            log.warning("taking up %s delivery %s again (attempt %d): its consumer went away or "
+                        "it failed", delivery.channel, delivery.dedup_id, delivery.attempts)
+            self._spawn(delivery)
+        return bool(reclaimed)
 
     def _spawn(self, delivery: Delivery) -> None:
         if delivery.id in self._inflight:  # reclaimed from ourselves (a stalled loop let it idle): still running
@@ -135,12 +206,16 @@ class InboxConsumer:
 
     async def _keep_alive(self) -> None:
         interval = max(0.05, self.settings.inbox_reclaim_s / 3)
+        # No backoff here: a late keep-alive lets another consumer take over turns that are running.
+        failures = FailureStreak("keep_alive", "keeping in-flight inbox entries alive", self.metrics)
         while True:
             await asyncio.sleep(interval)
             try:
                 await self.inbox.keep(self.name, list(self._inflight))
-            except Exception:
-                log.exception("could not keep in-flight inbox entries alive")
+            except Exception as exc:
+                failures.failed(exc)
+            else:
+                failures.succeeded()
 
     # -- one delivery ----------------------------------------------------------------------------
     async def _consume(self, delivery: Delivery) -> None:

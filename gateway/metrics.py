@@ -39,3 +39,8 @@ class Metrics:
             ["channel"],
             registry=r,
         )
+        self.inbox_loop_errors = Counter(
+            "switchboard_inbox_loop_errors",
+            "Failures of an inbox consumer's loop, per step (read, reclaim: they back off; keep_alive)",
+            ["step"], registry=r,
+        )

@@ -14,6 +14,7 @@ from gateway.inbox import Delivery, Inbox
 from gateway.inbox_consumer import InboxConsumer
 from gateway.services import Services
 from tests.channels import vendors
+from tests.redis_servers import embedded_redis, redis_url  # noqa: F401 - fixtures: both servers
 
 
 class AckLosingInbox(Inbox):

@@ -18,6 +18,7 @@ from tests.channels import vendors
 from tests.channels.conftest import Stored, wait_until
 from tests.fakes import telegram_api
 from tests.fakes.live_server import LiveServer
+from tests.redis_servers import embedded_redis, redis_url  # noqa: F401 - fixtures: both servers
 from tests.workers import start_worker, stop_workers
 
 

@@ -13,6 +13,7 @@ from gateway.channel import DeliveryRejected, SendWork
 from gateway.inbox import Delivery
 from gateway.inbox_consumer import InboxConsumer
 from gateway.services import Services
+from tests.redis_servers import embedded_redis, redis_url  # noqa: F401 - fixtures: both servers
 
 
 class RecordingChannel:
@@ -262,3 +263,16 @@ async def test_a_consumer_never_runs_its_own_stalled_delivery_twice(services):
         await live.stop()
     assert channel.accepted == [("chat-a", 13)] and channel.sent == [13]
     assert services.metrics.inbox_reclaimed.labels("test")._value.get() == 0
+
+
+async def test_reclaim_skips_an_entry_deleted_while_pending_and_takes_the_rest(services):
+    # Redis 6.2 answers XAUTOCLAIM with [cursor, claimed] and a deleted entry as nil; 7 adds the deleted ids.
+    await push(services, 14)
+    await push(services, 15)
+    await services.inbox.ensure_group()
+    gone, kept = await services.inbox.read("crashed-consumer", 10, 100)
+    await services.redis.xdel(services.inbox.stream, gone.id)  # trimmed by hand while its consumer was away
+    await asyncio.sleep(0.05)
+    reclaimed, cursor = await services.inbox.reclaim("next-consumer", 10, 10)
+    assert [(d.id, d.dedup_id, d.attempts) for d in reclaimed] == [(kept.id, "d15", 2)]
+    assert cursor == "0-0"  # the pending list was scanned to its end
