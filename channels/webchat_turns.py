@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from enum import StrEnum
 
-from gateway.pipeline import Turn, TurnSnapshot
+from gateway.pipeline import Turn
 from gateway.store import RedisStore
 
 __all__ = ["TurnState", "WebTurns"]
@@ -70,7 +70,7 @@ class WebTurns:
     async def save(self, message_key: str, turn: Turn) -> None:
         """Record an accepted turn, leased to this process."""
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.set(self._snapshot_key(message_key), TurnSnapshot.of(turn).model_dump_json(), ex=SNAPSHOT_TTL_S)
+            pipe.set(self._snapshot_key(message_key), turn.snapshot(), ex=SNAPSHOT_TTL_S)
             pipe.zadd(self.leases, {message_key: _now_ms() + self.lease_ms})
             await pipe.execute()
 
@@ -109,7 +109,7 @@ class WebTurns:
             log.error("web-chat turn %s failed %d times; giving up on it", message_key, attempts - 1)
             await self.finish(message_key)
             return None
-        return TurnSnapshot.model_validate_json(raw).turn()
+        return Turn.restore(raw)
 
     async def finish(self, message_key: str) -> None:
         async with self.redis.pipeline(transaction=True) as pipe:

@@ -20,7 +20,6 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from gateway.models import Conversation, InboundMessage, Message, Persona, TurnTrace
 from gateway.pipeline import Turn
 from gateway.store import DEDUP_TTL_S, RedisStore
 from gateway.turn_lock import TurnLock
@@ -173,34 +172,12 @@ class Inbox:
         return self.store.key("inbox", "accepted", entry_id)
 
     async def save_accepted(self, delivery: Delivery, turn: Turn) -> None:
-        snapshot = {
-            "inbound": turn.inbound.model_dump(mode="json"),
-            "persona": turn.persona.model_dump(mode="json"),
-            "conversation": turn.conversation.model_dump(mode="json"),
-            "user_message": turn.user_message.model_dump(mode="json"),
-            "trace": turn.trace.model_dump(mode="json"),
-            "ticket": turn.ticket,
-            "started": turn.started,
-            "voice": turn.voice,
-        }
-        await self.redis.set(self._accepted_key(delivery.id), json.dumps(snapshot), ex=ACCEPTED_TTL_S)
+        await self.redis.set(self._accepted_key(delivery.id), turn.snapshot(), ex=ACCEPTED_TTL_S)
 
     async def accepted(self, delivery: Delivery) -> Turn | None:
         """The turn an earlier consumer accepted for this delivery before it went away, if any."""
         raw = await self.redis.get(self._accepted_key(delivery.id))
-        if raw is None:
-            return None
-        data = json.loads(raw)
-        return Turn(
-            inbound=InboundMessage.model_validate(data["inbound"]),
-            persona=Persona.model_validate(data["persona"]),
-            conversation=Conversation.model_validate(data["conversation"]),
-            user_message=Message.model_validate(data["user_message"]),
-            ticket=int(data["ticket"]),
-            started=bool(data["started"]),
-            trace=TurnTrace.model_validate(data["trace"]),
-            voice=bool(data["voice"]),
-        )
+        return None if raw is None else Turn.restore(raw)
 
     # -- operators -------------------------------------------------------------------------------
     async def stats(self) -> InboxStats:

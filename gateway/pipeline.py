@@ -61,6 +61,17 @@ class Turn:
     hits: list[KnowledgeHit] = field(default_factory=list)
     voice: bool = False
 
+    # What ``run`` works out again from the store when it starts; everything else is saved.
+    RECOMPUTED = frozenset({"memory", "recent", "rag", "hits"})
+
+    def snapshot(self) -> str:
+        """The accepted turn as JSON, to run it in another process (after a crash)."""
+        return TurnSnapshot.of(self).model_dump_json()
+
+    @classmethod
+    def restore(cls, raw: str | bytes) -> Turn:
+        return TurnSnapshot.model_validate_json(raw).turn()
+
 
 class TurnSnapshot(BaseModel):
     """What an accepted turn is before it runs: enough to run it in another process after a crash."""
@@ -76,13 +87,10 @@ class TurnSnapshot(BaseModel):
 
     @classmethod
     def of(cls, turn: Turn) -> TurnSnapshot:
-        return cls(inbound=turn.inbound, persona=turn.persona, conversation=turn.conversation,
-                   user_message=turn.user_message, ticket=turn.ticket, started=turn.started,
-                   trace=turn.trace, voice=turn.voice)
+        return cls(**{name: getattr(turn, name) for name in cls.model_fields})
 
     def turn(self) -> Turn:
-        return Turn(self.inbound, self.persona, self.conversation, self.user_message, self.ticket,
-                    self.started, self.trace, voice=self.voice)
+        return Turn(**{name: getattr(self, name) for name in type(self).model_fields})
 
 
 class ContextPreparer(Protocol):
