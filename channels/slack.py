@@ -1,6 +1,8 @@
 """Slack on slack-bolt (FastAPI adapter): app mentions answered in their thread, and direct messages.
 
-The signing secret and the 5-minute timestamp window are checked first. A message or mention
+The signing secret and the 5-minute timestamp window are checked first (missing or garbled
+signature headers are 401 like a wrong signature); a signed body that is not UTF-8 or not clean
+JSON (``gateway.api.json_body``) is 400. A message or mention
 event is queued in the inbox (deduplicated on ``event_id``, which every ``X-Slack-Retry-Num``
 redelivery repeats, ordered per channel and thread) and acknowledged at once, well inside Slack's
 3 seconds; everything else (``url_verification``) goes to bolt's FastAPI handler. A turn consumer
@@ -14,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from urllib.parse import parse_qsl
 
 import aiohttp
 from fastapi import APIRouter, Request, Response
@@ -29,6 +32,7 @@ from channels.delivery import deliver_parts, reject_unverified, turn_runner
 from channels.errors import ChannelRateLimited, ChannelRejected, ChannelUnavailable
 from channels.outbound_retry import RetryPolicy
 from channels.render import render
+from gateway.api.json_body import InvalidJSON, decode_json
 from gateway.channel import Capabilities, DeliveryRejected, DeliveryReport, TurnWork
 from gateway.errors import BadRequest
 from gateway.inbox import Delivery
@@ -137,14 +141,25 @@ class SlackAdapter:
         await self.runner.drain()
 
     async def events(self, request: Request) -> Response:
+        timestamp = request.headers.get("X-Slack-Request-Timestamp", "")
+        signature = request.headers.get("X-Slack-Signature", "")
+        # The SDK's verifier calls int(timestamp): check the headers' shape before reading the body.
+        if not timestamp.isascii() or not timestamp.isdigit() or not signature.startswith("v0="):
+            reject_unverified(self.services, CHANNEL, "missing or malformed Slack signature headers")
         body = await request.body()
-        if not self.verifier.is_valid(
-            body,
-            request.headers.get("X-Slack-Request-Timestamp", ""),
-            request.headers.get("X-Slack-Signature", ""),
-        ):
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            # Slack sends UTF-8, and its SDK cannot even check a signature over anything else.
+            self.services.metrics.rejected.labels(CHANNEL, "validation").inc()
+            raise BadRequest(f"body: not valid UTF-8 (byte 0x{body[exc.start]:02x} at offset {exc.start})") from None
+        if not self.verifier.is_valid(text, timestamp, signature):
             reject_unverified(self.services, CHANNEL, "invalid Slack signature or stale timestamp")
-        envelope = _json_object(body)
+        try:
+            envelope = _signed_payload(text, request.headers.get("content-type"))
+        except BadRequest:
+            self.services.metrics.rejected.labels(CHANNEL, "validation").inc()
+            raise
         event = envelope.get("event") if envelope and envelope.get("type") == "event_callback" else None
         if not isinstance(event, dict) or event.get("type") not in QUEUED_EVENTS:
             return await self.handler.handle(request)  # url_verification, other events: bolt answers
@@ -229,6 +244,29 @@ def _json_object(body: bytes) -> dict:
     except ValueError:  # form-encoded payloads (interactivity) are bolt's
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def _form_payload(text: str) -> str | None:
+    return dict(parse_qsl(text, keep_blank_values=True)).get("payload") if "payload" in text else None
+
+
+def _signed_payload(text: str, content_type: str | None) -> dict:
+    """A verified body decoded under the API's JSON rules, the way bolt will read it (JSON, or a
+    form whose ``payload`` field is JSON), so bolt and the queued turn only ever see what decodes
+    cleanly. Slack signed it, but a malformed body is still refused (400), never a 500."""
+    try:
+        if (content_type or "").split(";")[0].strip() == "application/json" or text.startswith("{"):
+            value, where = decode_json(text), "body"
+        elif (payload := _form_payload(text)) is not None:
+            value, where = decode_json(payload, where="body.payload"), "body.payload"
+            value = {} if isinstance(value, dict) else value  # interactivity: bolt's business
+        else:
+            return {}
+        if not isinstance(value, dict):
+            raise BadRequest(f"{where}: a Slack payload is a JSON object")
+        return value
+    except InvalidJSON as exc:
+        raise BadRequest(exc.message) from None
 
 
 def build(services: Services) -> SlackAdapter | None:

@@ -11,8 +11,10 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from gateway import runtime
+from gateway.api.body_limit import BodyLimit
 from gateway.api.errors import install_error_handlers
 from gateway.api.health import router as health_router
+from gateway.api.knowledge import IMPORT_PATH
 from gateway.api.knowledge import router as knowledge_router
 from gateway.api.live_routes import include_live_routes
 from gateway.plugins import install_plugins
@@ -45,6 +47,11 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     app = FastAPI(title="Switchboard", version="0.1.0", lifespan=lifespan)
     app.state.services = services
     install_error_handlers(app)
+    # Outside every route (channels' vendor webhooks and the web chat included): an oversized body
+    # is refused before it is read, whoever sends it and whatever the route would do with it.
+    app.add_middleware(
+        BodyLimit, max_bytes=settings.max_body_bytes, per_path={IMPORT_PATH: settings.max_import_bytes}
+    )
     app.include_router(health_router)
     app.include_router(knowledge_router)
     include_live_routes(app)

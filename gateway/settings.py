@@ -132,6 +132,12 @@ class Settings(BaseSettings):
     conversation_meta_delay_s: int = 20  # extraction runs this long after a turn (0: at once); a burst costs one
     conversation_meta_sweep_s: int = Field(default=5, ge=1)  # how often due extractions are queued
 
+    # Request bodies: refused (413) before they are read past these limits
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1024)  # any request body, app-wide
+    max_import_bytes: int = Field(default=20 * 1024 * 1024, ge=1024)  # POST /api/kb/import
+    max_topic_chars: int = Field(default=100_000, ge=1000)  # a topic's title, summary and facts together
+    max_value_chars: int = Field(default=100_000, ge=1000)  # an attribute value or persona section (admin API)
+
     @property
     def llm_configured(self) -> bool:
         """A key, or an explicit non-OpenAI base URL (Ollama, vLLM, llama.cpp need no key)."""

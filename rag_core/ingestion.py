@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -14,9 +15,13 @@ from pydantic import BaseModel, ConfigDict
 
 from rag_core.errors import ImportLineError, TopicValidationError
 from rag_core.knowledge_base import KnowledgeBase
-from rag_core.topic import Topic, parse_topic
+from rag_core.topic import MAX_TOPIC_CHARS, Topic, parse_topic
 
 ImportFormat = Literal["jsonl", "markdown"]
+# Decodes one JSONL line; raises ValueError (or RecursionError) for a line it refuses. The HTTP
+# API passes its hardened decoder (lone surrogates, depth, huge numbers) so the file's lines obey
+# the same rules as any request body.
+LineDecoder = Callable[[str], Any]
 
 _HEADING = re.compile(r"^(#{1,2})(?:\s+(.*?))?\s*#*\s*$")
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(.*)$")
@@ -53,9 +58,9 @@ def slugify(title: str) -> str:
     return _SLUG_SEPARATORS.sub("-", title.lower()).strip("-")
 
 
-def _validated(line: int, data: dict[str, Any], seen: set[str]) -> Topic:
+def _validated(line: int, data: dict[str, Any], seen: set[str], max_chars: int) -> Topic:
     try:
-        topic = parse_topic(data)
+        topic = parse_topic(data, max_chars=max_chars)
     except TopicValidationError as exc:
         raise ImportLineError(line, str(exc)) from exc
     if topic.source in seen:
@@ -64,7 +69,7 @@ def _validated(line: int, data: dict[str, Any], seen: set[str]) -> Topic:
     return topic
 
 
-def parse_jsonl(text: str) -> ParsedTopics:
+def parse_jsonl(text: str, *, loads: LineDecoder = json.loads, max_topic_chars: int = MAX_TOPIC_CHARS) -> ParsedTopics:
     topics: list[Topic] = []
     errors: list[ImportProblem] = []
     seen: set[str] = set()
@@ -73,16 +78,20 @@ def parse_jsonl(text: str) -> ParsedTopics:
             continue
         try:
             try:
-                data = json.loads(raw)
+                data = loads(raw)
             except json.JSONDecodeError as exc:
                 raise ImportLineError(number, f"invalid JSON: {exc.msg}") from exc
+            except ValueError as exc:  # the decoder's own refusals, or int() past 4,300 digits
+                raise ImportLineError(number, str(exc)) from exc
+            except RecursionError:
+                raise ImportLineError(number, "invalid JSON: nested too deeply") from None
             if not isinstance(data, dict):
                 raise ImportLineError(number, "expected a JSON object")
             if "body" in data:
                 if "summary" in data:
                     raise ImportLineError(number, "body: give either body or summary, not both")
                 data["summary"] = data.pop("body")
-            topics.append(_validated(number, data, seen))
+            topics.append(_validated(number, data, seen, max_topic_chars))
         except ImportLineError as exc:
             errors.append(ImportProblem(line=exc.line, message=exc.message))
     return ParsedTopics(topics=topics, errors=errors)
@@ -165,7 +174,7 @@ class _MarkdownTopic:
         return data
 
 
-def parse_markdown(text: str) -> ParsedTopics:
+def parse_markdown(text: str, *, max_topic_chars: int = MAX_TOPIC_CHARS) -> ParsedTopics:
     """``# Title`` starts a topic. An optional first ``## Facts`` holds bullet facts;
     optional ``## Labels`` (bullets or commas) and ``## Source`` (one line) override the
     defaults (``rag_context``; the slug of the title). Everything else is the summary."""
@@ -191,23 +200,30 @@ def parse_markdown(text: str) -> ParsedTopics:
         try:
             if not block.title.strip():
                 raise ImportLineError(block.line, "title: empty # title")
-            topics.append(_validated(block.line, block.data(), seen))
+            topics.append(_validated(block.line, block.data(), seen, max_topic_chars))
         except ImportLineError as exc:
             errors.append(ImportProblem(line=exc.line, message=exc.message))
     errors.sort(key=lambda problem: problem.line)
     return ParsedTopics(topics=topics, errors=errors)
 
 
-def parse_topics(text: str, fmt: ImportFormat) -> ParsedTopics:
-    return parse_jsonl(text) if fmt == "jsonl" else parse_markdown(text)
+def parse_topics(
+    text: str, fmt: ImportFormat, *, loads: LineDecoder = json.loads, max_topic_chars: int = MAX_TOPIC_CHARS
+) -> ParsedTopics:
+    if fmt == "jsonl":
+        return parse_jsonl(text, loads=loads, max_topic_chars=max_topic_chars)
+    return parse_markdown(text, max_topic_chars=max_topic_chars)
 
 
 def format_for(path: Path) -> ImportFormat:
     return "markdown" if path.suffix.lower() in (".md", ".markdown") else "jsonl"
 
 
-async def import_topics(kb: KnowledgeBase, text: str, fmt: ImportFormat) -> ImportReport:
-    parsed = parse_topics(text, fmt)
+async def import_topics(
+    kb: KnowledgeBase, text: str, fmt: ImportFormat, *,
+    loads: LineDecoder = json.loads, max_topic_chars: int = MAX_TOPIC_CHARS,
+) -> ImportReport:
+    parsed = parse_topics(text, fmt, loads=loads, max_topic_chars=max_topic_chars)
     upserted = await kb.upsert_many(parsed.topics)
     return ImportReport(
         valid=len(parsed.topics),

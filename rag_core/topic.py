@@ -14,6 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from rag_core.errors import TopicValidationError
 
 RAG_CONTEXT_LABEL = "rag_context"
+# Title, summary and facts together. Every turn that retrieves a topic tokenizes and prompts it, so
+# one huge topic slows every conversation; the gateway passes SWITCHBOARD_MAX_TOPIC_CHARS.
+MAX_TOPIC_CHARS = 100_000
 _POINT_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "switchboard:kb-topic")
 
 
@@ -76,11 +79,20 @@ def topic_point_id(source: str) -> str:
     return str(uuid.uuid5(_POINT_NAMESPACE, source))
 
 
-def parse_topic(data: Mapping[str, Any]) -> Topic:
-    """Validate loose input into a Topic; the error names the first offending field."""
+def parse_topic(data: Mapping[str, Any], *, max_chars: int = MAX_TOPIC_CHARS) -> Topic:
+    """Validate loose input into a Topic; the error names the first offending field.
+
+    Input over ``max_chars`` (title, summary and facts together) is refused; topics already
+    stored are read with ``Topic.model_validate`` and never refused for their size."""
     try:
-        return Topic.model_validate(dict(data))
+        topic = Topic.model_validate(dict(data))
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(part) for part in first["loc"]) or "topic"
         raise TopicValidationError(field, first["msg"]) from exc
+    size = len(topic.title) + len(topic.summary) + sum(len(fact) for fact in topic.facts)
+    if size > max_chars:
+        raise TopicValidationError(
+            "topic", f"{size} characters in title, summary and facts; the limit is {max_chars}"
+        )
+    return topic

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 
 from gateway.api.auth import require_admin
+from gateway.api.json_body import AdminRoute
 from gateway.attributes import AttributeSpec
-from gateway.errors import Forbidden
+from gateway.errors import Forbidden, PayloadTooLarge
 from gateway.services import Services
 
-router = APIRouter(prefix="/api/attributes")
+router = APIRouter(prefix="/api/attributes", route_class=AdminRoute)
 
 
 class ValueBody(BaseModel):
@@ -48,6 +50,9 @@ async def put_attribute(name: str, body: ValueBody, services: Services = Depends
     spec = attrs.spec(name)
     if spec.private:
         raise Forbidden(f"attribute {name!r} is written by the gateway and is read-only here")
+    size = len(json.dumps(body.value, ensure_ascii=False))
+    if size > services.settings.max_value_chars:
+        raise PayloadTooLarge(f"value is {size} characters as JSON; the limit is {services.settings.max_value_chars}")
     await attrs.set(name, body.value)
     await services.live.attribute_changed(name)
     return _describe(spec, await attrs.get(name))

@@ -6,18 +6,17 @@ callback of FetchData and is processed by RetrieveData instead."""
 
 from __future__ import annotations
 
-import json
-
 from fastapi import APIRouter, Request
 from pydantic import ValidationError
 
 from gateway.api.auth import services_of
+from gateway.api.json_body import InvalidJSON, JSONBodyRoute, decode_json
 from gateway.data_injection import CALLBACK_FEED
 from gateway.errors import BadRequest, Forbidden, InvalidInput, NotFound, PayloadTooLarge, Unauthorized
 from gateway.feeds import FeedPayload
 from gateway.sections import validate_section_name
 
-router = APIRouter(prefix="/webhooks/feeds")
+router = APIRouter(prefix="/webhooks/feeds", route_class=JSONBodyRoute)
 
 
 async def _body(request: Request, limit: int) -> bytes:
@@ -50,9 +49,9 @@ async def receive_feed(feed: str, request: Request) -> dict:
         services.metrics.rejected.labels("feeds", "signature").inc()
         raise
     try:
-        raw = json.loads(body)
-    except ValueError:
-        raise BadRequest("feed body is not valid JSON") from None
+        raw = decode_json(body)
+    except InvalidJSON as exc:
+        raise BadRequest(exc.message) from None
     try:
         payload = FeedPayload.model_validate(raw)
     except ValidationError as exc:

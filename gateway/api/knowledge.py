@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
+from functools import partial
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Request, Response
 from pydantic import BaseModel, Field
 
 from gateway.api.auth import require_admin
+from gateway.api.json_body import AdminRoute, decode_json, read_json
 from gateway.errors import BadRequest, InvalidInput, NotFound, PayloadTooLarge, ServiceUnavailable
 from gateway.knowledge import MAX_QUERY_CHARS
 from gateway.services import Services
@@ -17,8 +18,8 @@ from rag_core.ingestion import ImportReport, import_topics
 from rag_core.retrieval import ChatTurn
 from rag_core.topic import Topic, parse_topic
 
-router = APIRouter(prefix="/api/kb")
-MAX_IMPORT_BYTES = 20 * 1024 * 1024
+router = APIRouter(prefix="/api/kb", route_class=AdminRoute)
+IMPORT_PATH = "/api/kb/import"  # its body limit is SWITCHBOARD_MAX_IMPORT_BYTES (gateway.app)
 
 
 class HistoryTurn(BaseModel):
@@ -38,7 +39,7 @@ def _topic_json(topic: Topic) -> dict[str, Any]:
     return topic.model_dump(mode="json")
 
 
-def _parse(data: Any, source: str | None = None) -> Topic:
+def _parse(data: Any, max_chars: int, source: str | None = None) -> Topic:
     if not isinstance(data, dict):
         raise InvalidInput("body: a topic must be a JSON object")
     if source is not None:
@@ -46,16 +47,9 @@ def _parse(data: Any, source: str | None = None) -> Topic:
             raise InvalidInput(f"source: the body says {data['source']!r} but the path says {source!r}")
         data = {**data, "source": source}
     try:
-        return parse_topic(data)
+        return parse_topic(data, max_chars=max_chars)
     except TopicValidationError as exc:
         raise InvalidInput(f"{exc.field}: {exc.message}") from exc
-
-
-async def _json(request: Request) -> Any:
-    try:
-        return json.loads(await request.body())
-    except ValueError as exc:
-        raise BadRequest("request body is not valid JSON") from exc
 
 
 async def _kb_call(coro):
@@ -80,12 +74,12 @@ async def list_topics(
 @router.post("/topics", status_code=201)
 async def create_topics(request: Request, services: Services = Depends(require_admin)) -> dict:
     """One topic object, or a list of them; every one is validated before any is written."""
-    data = await _json(request)
+    data = await read_json(request)
     items = data if isinstance(data, list) else [data]
     topics = []
     for index, item in enumerate(items):
         try:
-            topics.append(_parse(item))
+            topics.append(_parse(item, services.settings.max_topic_chars))
         except InvalidInput as exc:
             raise InvalidInput(f"topic {index}: {exc.message}" if isinstance(data, list) else exc.message) from exc
     report = await _kb_call(services.knowledge.kb.upsert_many(topics))
@@ -102,7 +96,7 @@ async def get_topic(source: str, services: Services = Depends(require_admin)) ->
 
 @router.put("/topics/{source}")
 async def put_topic(source: str, request: Request, services: Services = Depends(require_admin)) -> dict:
-    topic = _parse(await _json(request), source)
+    topic = _parse(await read_json(request), services.settings.max_topic_chars, source)
     report = await _kb_call(services.knowledge.kb.upsert(topic))
     return {"topic": _topic_json(topic), **report.model_dump(mode="json")}
 
@@ -120,15 +114,19 @@ async def import_file(
 ) -> dict:
     """Bulk import (JSONL in the datasets' topic format, or Markdown with one topic per H1).
 
-    Bad lines are reported by number and skipped; the good ones are imported."""
+    Bad lines are reported by number and skipped; the good ones are imported. JSONL lines obey the
+    rules of a JSON request body; a topic over SWITCHBOARD_MAX_TOPIC_CHARS is a bad line. The body
+    limit (SWITCHBOARD_MAX_IMPORT_BYTES) is enforced before the body is read."""
     body = await request.body()
-    if len(body) > MAX_IMPORT_BYTES:
-        raise PayloadTooLarge(f"import is {len(body)} bytes; the limit is {MAX_IMPORT_BYTES}")
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise BadRequest("import file is not UTF-8 text") from exc
-    report: ImportReport = await _kb_call(import_topics(services.knowledge.kb, text, format))
+        where = f"byte 0x{body[exc.start]:02x} at offset {exc.start}"
+        raise BadRequest(f"import file is not UTF-8 text ({where})") from None
+    report: ImportReport = await _kb_call(import_topics(
+        services.knowledge.kb, text, format,
+        loads=partial(decode_json, where="topic"), max_topic_chars=services.settings.max_topic_chars,
+    ))
     return report.model_dump(mode="json")
 
 

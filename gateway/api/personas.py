@@ -7,10 +7,11 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 
 from gateway.api.auth import require_admin
-from gateway.errors import NotFound
+from gateway.api.json_body import AdminRoute
+from gateway.errors import NotFound, PayloadTooLarge
 from gateway.services import Services
 
-router = APIRouter(prefix="/api/personas")
+router = APIRouter(prefix="/api/personas", route_class=AdminRoute)
 
 
 class SectionBody(BaseModel):
@@ -37,6 +38,9 @@ async def persona_attributes(persona_id: str, services: Services = Depends(requi
 async def put_section(
     persona_id: str, name: str, body: SectionBody, services: Services = Depends(require_admin)
 ) -> dict:
+    limit = services.settings.max_value_chars
+    if len(body.value) > limit:
+        raise PayloadTooLarge(f"value is {len(body.value)} characters; the limit is {limit}")
     await _existing(services, persona_id)
     sections = await services.live.sections.inject(persona_id, name, body.value)
     return {"persona_id": persona_id, "sections": sections}

@@ -9,11 +9,12 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel, Field
 
 from gateway.api.auth import require_admin
+from gateway.api.json_body import AdminRoute
 from gateway.errors import NotFound, PayloadTooLarge
 from gateway.models import Persona
 from gateway.services import Services
 
-router = APIRouter(prefix="/api/prompt")
+router = APIRouter(prefix="/api/prompt", route_class=AdminRoute)
 
 
 class PreviewRequest(BaseModel):

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
+import logging
+import socket
 import time
+
+import pytest
 
 from gateway.models import Role
 from tests.channels import vendors
-from tests.channels.conftest import settle
+from tests.channels.conftest import metric, settle
 from tests.fakes import slack_api
 
 
@@ -88,3 +95,78 @@ def test_ack_comes_before_the_slow_reply(client, live, fake_slack, fake_openai):
     assert fake_slack.posted() == []
     settle(live)
     assert [p["text"] for p in fake_slack.posted()] == ["slow answer"]
+
+
+# -- hostile requests: 4xx with the JSON error body, counted, nothing queued or stored ----------------------
+SIGNATURE_REJECTIONS = 'switchboard_rejected_requests_total{channel="slack",reason="signature"}'
+
+
+def _signed(body: bytes, *, timestamp: int | None = None) -> dict[str, str]:
+    ts = str(timestamp if timestamp is not None else int(time.time()))
+    # the SDK signs text; sign the raw bytes exactly as Slack does (HMAC over "v0:ts:" + body)
+    digest = hmac.new(vendors.SLACK_SECRET.encode(), b"v0:" + ts.encode() + b":" + body, hashlib.sha256).hexdigest()
+    return {"Content-Type": "application/json", "X-Slack-Request-Timestamp": ts, "X-Slack-Signature": f"v0={digest}"}
+
+
+def _nothing_queued(stored) -> None:
+    assert stored.redis.xlen(stored.services.store.key("inbox")) == 0
+    assert stored.keys("dedup:*") == [] and stored.keys("msg:*") == []
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},  # no Slack headers at all: no credentials needed to reach the verifier
+        {"X-Slack-Signature": "v0=" + "0" * 64},
+        {"X-Slack-Request-Timestamp": "", "X-Slack-Signature": "v0=" + "0" * 64},
+        {"X-Slack-Request-Timestamp": "yesterday", "X-Slack-Signature": "v0=" + "0" * 64},
+    ],
+)
+def test_missing_or_garbled_signature_headers_are_401_counted_and_logged_without_traceback(
+    client, stored, caplog, headers
+):
+    before = metric(client, SIGNATURE_REJECTIONS)
+    body = json.dumps(vendors.slack_envelope(vendors.slack_event(f"<@{slack_api.BOT_USER_ID}> hi")))
+    with caplog.at_level(logging.INFO):
+        resp = client.post("/channels/slack/events", content=body, headers={"Content-Type": "application/json",
+                                                                            **headers})
+    assert (resp.status_code, resp.json()["error"]) == (401, "unauthorized")
+    assert metric(client, SIGNATURE_REJECTIONS) == before + 1
+    assert [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR] == []
+    _nothing_queued(stored)
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        (b'{"type": "event_callback", "event": ', "not valid JSON"),
+        (b'{"type": "event_callback", "event": ' + b"[" * 100_000, "nested deeper"),
+        (b'{"type": "event_callback", "event_id": "Ev1", "event": {"type": "message", "text": "\xff"}}',
+         "not valid UTF-8"),
+        (b'{"type": "event_callback", "event_id": "Ev1", "event": {"type": "app_mention", "text": "\\ud800"}}',
+         "body.event.text: invalid Unicode (lone surrogate)"),
+        (b"payload=" + b"%5B" * 5000, "body.payload: nested deeper"),
+    ],
+)
+def test_signed_but_malformed_bodies_are_400_not_500(client, stored, fake_slack, body, fragment):
+    headers = _signed(body)
+    if body.startswith(b"payload="):
+        headers["Content-Type"] = "application/x-www-form-urlencoded"
+    resp = client.post("/channels/slack/events", content=body, headers=headers)
+    assert (resp.status_code, resp.json()["error"]) == (400, "bad_request"), resp.text
+    assert fragment in resp.json()["message"]
+    assert metric(client, 'switchboard_rejected_requests_total{channel="slack",reason="validation"}') == 1
+    time.sleep(0.2)
+    _nothing_queued(stored)
+    assert fake_slack.posted() == []
+
+
+def test_an_unsigned_50mb_webhook_is_413_before_it_is_read(live):
+    host, port = live.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=3) as sock:
+        sock.sendall(f"POST /channels/slack/events HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                     f"Content-Length: {50 * 1024 * 1024}\r\n\r\n{{\"type\": ".encode())
+        answer = sock.recv(65536)
+    status_line, _, rest = answer.partition(b"\r\n")
+    assert status_line.split()[1] == b"413"
+    assert json.loads(rest.split(b"\r\n\r\n", 1)[1])["error"] == "payload_too_large"

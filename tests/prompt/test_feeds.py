@@ -86,6 +86,22 @@ def test_oversized_non_json_and_invalid_bodies(post, admin, live_gateway):
     assert "<news" not in _system(admin)
 
 
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        (b'{"data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested deeper than 64 levels"),
+        (b'{"data": {"n": ' + b"9" * 5000 + b"}}", "body.data.n: integer of 5000 digits"),
+        (b'{"text": "tonight \\ud800"}', "body.text: invalid Unicode (lone surrogate)"),
+        (b'{"text": "caf\xe9"}', "not valid UTF-8"),
+    ],
+)
+def test_signed_hostile_json_is_400_and_stores_nothing(post, admin, live_gateway, body, fragment):
+    resp = post("news", body)
+    assert (resp.status_code, resp.json()["error"]) == (400, "bad_request"), resp.text
+    assert fragment in resp.json()["message"]
+    assert "<news" not in _system(admin)
+
+
 def test_per_feed_secret_overrides_the_shared_one(live_settings, clock):
     from pydantic import SecretStr
 
