@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import uuid
 from contextlib import suppress
@@ -16,12 +15,12 @@ from pydantic import BaseModel, Field, ValidationError
 from channels.webchat_sessions import WebSession, WebSessions
 from channels.webchat_turns import TurnState, WebTurns
 from gateway.api.auth import bearer_token
+from gateway.api.json_body import InvalidJSON, JSONBodyRoute, decode_json
 from gateway.channel import Capabilities, DeliveryReport
 from gateway.errors import BadRequest, Conflict, GatewayError, InvalidInput, PayloadTooLarge
 from gateway.models import InboundMessage
 from gateway.pipeline import Turn, TurnOutcome
 from gateway.services import Services
-from rag_core.clean_text import has_lone_surrogate
 
 log = logging.getLogger(__name__)
 CHANNEL = "webchat"
@@ -70,30 +69,25 @@ class _SocketSink:
 def _frame(raw: str) -> ChatMessageIn:
     """A client's socket frame; only a frame that is not a message is blamed on the client."""
     try:
-        return _checked(ChatMessageIn.model_validate(json.loads(raw)))
-    except (ValueError, RecursionError, ValidationError) as exc:
+        return ChatMessageIn.model_validate(decode_json(raw, where="frame"))
+    except InvalidJSON as exc:
+        raise BadRequest(f'{exc.message}; send JSON like {{"text": "..."}}') from exc
+    except ValidationError as exc:
         raise BadRequest('send JSON like {"text": "..."}') from exc
 
 
 def _message_body(raw: bytes) -> ChatMessageIn:
     """The body of ``POST .../messages``, read only after the session token was checked."""
     try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        raise BadRequest("request body is not valid JSON") from exc
+        data = decode_json(raw)
+    except InvalidJSON as exc:
+        raise BadRequest(f"{exc.message}; nothing was stored") from exc
     try:
-        return _checked(ChatMessageIn.model_validate(data))
+        return ChatMessageIn.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first.get("loc", ()))
         raise InvalidInput(f"{where}: {first['msg']}" if where else first["msg"]) from exc
-
-
-def _checked(body: ChatMessageIn) -> ChatMessageIn:
-    for name in ("text", "client_message_id"):
-        if has_lone_surrogate(getattr(body, name) or ""):
-            raise BadRequest(f"{name}: invalid Unicode (a lone surrogate); nothing was stored")
-    return body
 
 
 async def _send_error(ws: WebSocket, status: int, kind: str, message: str) -> None:
@@ -240,7 +234,7 @@ class WebChatAdapter:
                 await _send_error(ws, 500, "internal_error", "internal error; please try again")
 
     def router(self) -> APIRouter:
-        router = APIRouter()
+        router = APIRouter(route_class=JSONBodyRoute)
         adapter = self
 
         @router.post("/api/chat/sessions", status_code=201)

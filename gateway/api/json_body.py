@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -25,6 +24,7 @@ from starlette.exceptions import HTTPException
 
 from gateway.api.auth import require_admin
 from gateway.errors import BadRequest
+from rag_core.clean_text import has_lone_surrogate
 
 __all__ = [
     "MAX_DEPTH", "MAX_INT_DIGITS", "AdminRoute", "InvalidJSON", "JSONBodyRequest", "JSONBodyRoute",
@@ -34,7 +34,6 @@ __all__ = [
 MAX_DEPTH = 64  # vendor payloads (Slack blocks) nest about 10 deep; RecursionError starts near 1,000
 MAX_INT_DIGITS = 40  # ids and counts fit in 20; int() of 4,300+ digits raises, and far below that it is slow
 MAX_FLOAT_CHARS = 100
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class InvalidJSON(ValueError):
@@ -82,11 +81,11 @@ def _check(value: Any, where: str) -> None:
         if len(path) > MAX_DEPTH:
             raise InvalidJSON(where, f"nested deeper than {MAX_DEPTH} levels")
         if isinstance(item, str):
-            if _SURROGATE.search(item):
+            if has_lone_surrogate(item):
                 raise InvalidJSON(_place(where, path), "invalid Unicode (lone surrogate)")
         elif isinstance(item, dict):
             for key, child in item.items():
-                if _SURROGATE.search(key):
+                if has_lone_surrogate(key):
                     raise InvalidJSON(_place(where, path), "invalid Unicode (lone surrogate) in a key")
                 stack.append((child, (*path, key)))
         elif isinstance(item, list):
