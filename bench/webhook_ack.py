@@ -216,7 +216,7 @@ def run(args: argparse.Namespace) -> None:
     agent = "bench" + uuid.uuid4().hex[:8]
     redis_url = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
     port = free_port()
-    command = [sys.executable, "-m", "uvicorn", "gateway.app:create_app", "--factory", "--host", "127.0.0.1",
+    command = [sys.executable, "-m", "uvicorn", "gateway.http.app:create_app", "--factory", "--host", "127.0.0.1",
                "--port", str(port), "--log-level", "warning", "--no-access-log", "--workers", str(args.workers)]
     env = gateway_env(agent, redis_url, urls["llm"], urls)
     if args.turn_workers:

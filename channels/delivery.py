@@ -8,9 +8,9 @@ from typing import NoReturn
 from channels.errors import ChannelRateLimited, ChannelUnavailable
 from channels.outbound_retry import RetryPolicy, send_with_retry
 from gateway.channel import DeliveryReport, SendWork, TurnWork, Work
-from gateway.errors import ChannelDeliveryError, Forbidden, Unauthorized
+from gateway.core.errors import ChannelDeliveryError, Forbidden, Unauthorized
 from gateway.services import Services
-from gateway.turn_runner import TurnRunner
+from gateway.turn.runner import TurnRunner
 
 __all__ = ["deliver_parts", "reject_unverified", "run_work", "turn_runner"]
 

@@ -11,8 +11,8 @@ from fastapi.middleware.cors import CORSMiddleware
 from starlette.routing import Route
 
 from gateway.channel import ChannelAdapter, InboxHandler
+from gateway.core.settings import Settings
 from gateway.services import Services
-from gateway.settings import Settings
 
 
 @dataclass(frozen=True)

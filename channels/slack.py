@@ -2,7 +2,7 @@
 
 The signing secret and the 5-minute timestamp window are checked first (missing or garbled
 signature headers are 401 like a wrong signature); a signed body that is not UTF-8 or not clean
-JSON (``gateway.api.json_body``) is 400. A message or mention
+JSON (``gateway.http.json_body``) is 400. A message or mention
 event is queued in the inbox (deduplicated on ``event_id``, which every ``X-Slack-Retry-Num``
 redelivery repeats, ordered per channel and thread) and acknowledged at once, well inside Slack's
 3 seconds; everything else (``url_verification``) goes to bolt's FastAPI handler. A turn consumer
@@ -32,11 +32,11 @@ from channels.delivery import deliver_parts, reject_unverified, turn_runner
 from channels.errors import ChannelRateLimited, ChannelRejected, ChannelUnavailable
 from channels.outbound_retry import RetryPolicy
 from channels.render import render
-from gateway.api.json_body import InvalidJSON, decode_json
 from gateway.channel import Capabilities, DeliveryRejected, DeliveryReport, TurnWork
-from gateway.errors import BadRequest
-from gateway.inbox import Delivery
-from gateway.models import InboundMessage
+from gateway.core.errors import BadRequest
+from gateway.core.models import InboundMessage
+from gateway.http.json_body import InvalidJSON, decode_json
+from gateway.inbox.stream import Delivery
 from gateway.services import Services
 
 __all__ = ["SlackAdapter", "SlackEvent", "SlackSink", "build"]

@@ -43,8 +43,8 @@ from channels.telegram_updates import (
     target_of,
 )
 from gateway.channel import Capabilities, DeliveryRejected, DeliveryReport, SendWork, TurnWork, Work
-from gateway.errors import BadRequest, ChannelDeliveryError, ServiceUnavailable
-from gateway.inbox import Delivery
+from gateway.core.errors import BadRequest, ChannelDeliveryError, ServiceUnavailable
+from gateway.inbox.stream import Delivery
 from gateway.services import Services
 
 __all__ = ["TelegramAdapter", "TelegramSink", "build"]

@@ -22,11 +22,11 @@ from channels.outbound_retry import RetryPolicy
 from channels.render import render
 from channels.twilio_rest import SmsWebhook, TwilioRest, twilio_configured, verified_form
 from gateway.channel import Capabilities, DeliveryRejected, DeliveryReport, TurnWork
-from gateway.errors import BadRequest
-from gateway.inbox import Delivery
-from gateway.models import Attachment, InboundMessage
+from gateway.conversation.store import RedisStore
+from gateway.core.errors import BadRequest
+from gateway.core.models import Attachment, InboundMessage
+from gateway.inbox.stream import Delivery
 from gateway.services import Services
-from gateway.store import RedisStore
 
 __all__ = ["OptOuts", "SmsSink", "TwilioSmsAdapter", "build", "keyword"]
 

@@ -23,10 +23,10 @@ from channels.delivery import turn_runner
 from channels.render import render
 from channels.twilio_rest import CallWebhook, twilio_configured, verified_form
 from gateway.channel import Capabilities, DeliveryReport
-from gateway.errors import BadRequest
-from gateway.models import InboundMessage
+from gateway.conversation.store import RedisStore
+from gateway.core.errors import BadRequest
+from gateway.core.models import InboundMessage
 from gateway.services import Services
-from gateway.store import RedisStore
 
 __all__ = ["TwilioVoiceAdapter", "VoiceSink", "build"]
 

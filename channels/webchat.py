@@ -14,13 +14,13 @@ from pydantic import BaseModel, Field, ValidationError
 
 from channels.webchat_sessions import WebSession, WebSessions
 from channels.webchat_turns import TurnState, WebTurns
-from gateway.api.auth import bearer_token
-from gateway.api.json_body import InvalidJSON, JSONBodyRoute, decode_json
 from gateway.channel import Capabilities, DeliveryReport
-from gateway.errors import BadRequest, Conflict, GatewayError, InvalidInput, PayloadTooLarge
-from gateway.models import InboundMessage
-from gateway.pipeline import Turn, TurnOutcome
+from gateway.core.errors import BadRequest, Conflict, GatewayError, InvalidInput, PayloadTooLarge
+from gateway.core.models import InboundMessage
+from gateway.http.auth import bearer_token
+from gateway.http.json_body import InvalidJSON, JSONBodyRoute, decode_json
 from gateway.services import Services
+from gateway.turn.pipeline import Turn, TurnOutcome
 
 log = logging.getLogger(__name__)
 CHANNEL = "webchat"

@@ -7,8 +7,8 @@ import hmac
 import secrets
 from dataclasses import dataclass
 
-from gateway.errors import NotFound, Unauthorized
-from gateway.store import RedisStore
+from gateway.conversation.store import RedisStore
+from gateway.core.errors import NotFound, Unauthorized
 
 SESSION_TTL_S = 90 * 24 * 3600
 

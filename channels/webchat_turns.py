@@ -16,8 +16,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from enum import StrEnum
 
-from gateway.pipeline import Turn
-from gateway.store import RedisStore
+from gateway.conversation.store import RedisStore
+from gateway.turn.pipeline import Turn
 
 __all__ = ["TurnState", "WebTurns"]
 

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from fastapi import APIRouter
 
-    from gateway.inbox import Delivery
-    from gateway.pipeline import Turn
+    from gateway.inbox.stream import Delivery
+    from gateway.turn.pipeline import Turn
 
 
 Markup = Literal["plain", "html", "mrkdwn", "markdown"]

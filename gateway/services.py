@@ -11,29 +11,29 @@ import redis as redis_sync
 from redis.asyncio import BlockingConnectionPool, Redis
 from rq import Queue
 
-from gateway.attributes import CustomerAttributes, PersonaAttributes
 from gateway.channel import InboxHandler
-from gateway.clock import Clock
-from gateway.demo_knowledge import load_demo_knowledge
-from gateway.embedded import EmbeddedRedis
-from gateway.events import ConversationStarted, EventBus
-from gateway.inbox import Inbox
-from gateway.inbox_consumer import InboxConsumer
-from gateway.knowledge import Knowledge
-from gateway.live_context import LiveContext
-from gateway.llm import LLMClient
-from gateway.memory import Memory
-from gateway.metrics import Metrics
-from gateway.pipeline import TurnPipeline
-from gateway.prompt import PromptBuilder
-from gateway.rag_preparation import PrepareRagContext
-from gateway.responders import LLMResponder, OfflineResponder, Responder
-from gateway.sessions import Sessions
-from gateway.settings import Settings
-from gateway.store import RedisStore
-from gateway.turn_lock import TurnLock
-from gateway.turn_runner import TurnRunner
-from gateway.worker import QUEUES, InProcessWorker
+from gateway.conversation.attributes import CustomerAttributes, PersonaAttributes
+from gateway.conversation.memory import Memory
+from gateway.conversation.sessions import Sessions
+from gateway.conversation.store import RedisStore
+from gateway.conversation.turn_lock import TurnLock
+from gateway.core.clock import Clock
+from gateway.core.events import ConversationStarted, EventBus
+from gateway.core.metrics import Metrics
+from gateway.core.settings import Settings
+from gateway.inbox.consumer import InboxConsumer
+from gateway.inbox.stream import Inbox
+from gateway.jobs.embedded import EmbeddedRedis
+from gateway.jobs.worker import QUEUES, InProcessWorker
+from gateway.knowledge.demo import load_demo_knowledge
+from gateway.knowledge.rag_preparation import PrepareRagContext
+from gateway.knowledge.search import Knowledge
+from gateway.live.context import LiveContext
+from gateway.live.prompt import PromptBuilder
+from gateway.turn.llm import LLMClient
+from gateway.turn.pipeline import TurnPipeline
+from gateway.turn.responders import LLMResponder, OfflineResponder, Responder
+from gateway.turn.runner import TurnRunner
 
 log = logging.getLogger(__name__)
 

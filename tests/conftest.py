@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from gateway.app import create_app
-from gateway.settings import Settings
+from gateway.core.settings import Settings
+from gateway.http.app import create_app
 from tests.fakes.live_server import LiveServer
 from tests.fakes.openai_server import FakeOpenAI
 

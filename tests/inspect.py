@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import redis
 
-from gateway.models import Message, TurnTrace
+from gateway.core.models import Message, TurnTrace
 
 
 def _client(services) -> redis.Redis:

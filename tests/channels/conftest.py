@@ -10,8 +10,8 @@ import pytest
 import redis
 from pydantic import SecretStr
 
-from gateway.app import create_app
-from gateway.models import Message, TurnTrace
+from gateway.core.models import Message, TurnTrace
+from gateway.http.app import create_app
 from tests.channels import vendors
 from tests.fakes import slack_api, telegram_api, twilio_api
 from tests.fakes.live_server import LiveServer

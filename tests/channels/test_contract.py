@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from gateway.models import DeliveryStatus, Role
+from gateway.core.models import DeliveryStatus, Role
 from tests.channels import vendors
 from tests.channels.conftest import metric, settle, wait_until
 from tests.fakes.recording import Recorder

@@ -10,8 +10,8 @@ import time
 import pytest
 
 from channels.registry import install_worker
-from gateway.inbox import Delivery, Inbox
-from gateway.inbox_consumer import InboxConsumer
+from gateway.inbox.consumer import InboxConsumer
+from gateway.inbox.stream import Delivery, Inbox
 from gateway.services import Services
 from tests.channels import vendors
 from tests.redis_servers import embedded_redis, redis_url  # noqa: F401 - fixtures: both servers

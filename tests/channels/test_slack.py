@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from gateway.models import Role
+from gateway.core.models import Role
 from tests.channels import vendors
 from tests.channels.conftest import metric, settle
 from tests.fakes import slack_api

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from gateway.models import Role
+from gateway.core.models import Role
 from tests.channels import vendors
 from tests.channels.conftest import settle, wait_until
 from tests.fakes import telegram_api
@@ -171,7 +171,7 @@ def registering(channel_overrides):
 
 
 def test_webhook_registration_retries_a_429_and_sends_the_secret(registering, fake_telegram, channel_settings):
-    from gateway.app import create_app
+    from gateway.http.app import create_app
     from tests.fakes.live_server import LiveServer
 
     fake_telegram.recorder.fail("setWebhook", 429, retry_after=1)

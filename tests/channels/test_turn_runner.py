@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.app import create_app
-from gateway.models import DeliveryStatus, Role
+from gateway.core.models import DeliveryStatus, Role
+from gateway.http.app import create_app
 from tests.channels import vendors
 from tests.channels.conftest import Stored, wait_until
 from tests.fakes.live_server import LiveServer

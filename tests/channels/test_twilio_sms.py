@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from gateway.models import Role
+from gateway.core.models import Role
 from tests.channels import vendors
 from tests.channels.conftest import settle
 from tests.fakes import twilio_api

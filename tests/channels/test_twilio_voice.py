@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from gateway.models import Role
+from gateway.core.models import Role
 from tests.channels import vendors
 from tests.channels.conftest import metric, settle, wait_until
 

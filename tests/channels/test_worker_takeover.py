@@ -12,8 +12,8 @@ import subprocess
 import httpx
 import pytest
 
-from gateway.app import create_app
-from gateway.models import Role
+from gateway.core.models import Role
+from gateway.http.app import create_app
 from tests.channels import vendors
 from tests.channels.conftest import Stored, wait_until
 from tests.fakes import telegram_api

@@ -11,7 +11,7 @@ import redis
 from redis.exceptions import ResponseError
 
 from gateway.channel import DeliveryReport
-from gateway.models import InboundMessage
+from gateway.core.models import InboundMessage
 from tests.inspect import read_persona_messages
 
 ADMIN = {"Authorization": "Bearer admin-secret"}

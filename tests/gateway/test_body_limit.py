@@ -11,7 +11,7 @@ import httpx
 import psutil
 import pytest
 
-from gateway.app import create_app
+from gateway.http.app import create_app
 from tests.fakes.live_server import LiveServer
 
 ADMIN = {"Authorization": "Bearer admin-secret"}

@@ -10,8 +10,8 @@ import time
 import pytest
 
 from gateway.channel import DeliveryRejected, SendWork
-from gateway.inbox import Delivery
-from gateway.inbox_consumer import InboxConsumer
+from gateway.inbox.consumer import InboxConsumer
+from gateway.inbox.stream import Delivery
 from gateway.services import Services
 from tests.redis_servers import embedded_redis, redis_url  # noqa: F401 - fixtures: both servers
 
@@ -191,7 +191,7 @@ async def test_a_stopping_consumer_hands_unfinished_work_back_at_once(services):
 async def test_operators_see_dead_letters_and_can_queue_one_again(services):
     import httpx
 
-    from gateway.app import create_app
+    from gateway.http.app import create_app
 
     await push(services, 11)
     await services.inbox.ensure_group()

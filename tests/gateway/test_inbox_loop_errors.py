@@ -9,7 +9,7 @@ import logging
 
 import pytest
 
-from gateway.inbox_consumer import Backoff, InboxConsumer
+from gateway.inbox.consumer import Backoff, InboxConsumer
 from gateway.services import Services
 from tests.gateway.test_inbox import RecordingChannel, push, until
 
@@ -33,7 +33,7 @@ async def break_the_stream(services: Services) -> None:
 
 
 def consumer_errors(caplog) -> list[logging.LogRecord]:
-    return [r for r in caplog.records if r.name == "gateway.inbox_consumer" and r.levelno >= logging.ERROR]
+    return [r for r in caplog.records if r.name == "gateway.inbox.consumer" and r.levelno >= logging.ERROR]
 
 
 def test_the_backoff_doubles_up_to_its_cap():
@@ -43,7 +43,7 @@ def test_the_backoff_doubles_up_to_its_cap():
 
 
 async def test_a_failing_read_is_counted_backs_off_logs_once_and_recovers(services, caplog):
-    caplog.set_level(logging.WARNING, logger="gateway.inbox_consumer")
+    caplog.set_level(logging.WARNING, logger="gateway.inbox.consumer")
     channel = RecordingChannel()
     live = InboxConsumer(services.inbox, services.turns, services.settings, services.metrics,
                          handlers={"test": channel}, backoff=Backoff(first_s=0.05, max_s=1.0))

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.errors import LLMError
-from gateway.llm import LLMClient
-from gateway.models import PromptMessage, TokenUsage
+from gateway.core.errors import LLMError
+from gateway.core.models import PromptMessage, TokenUsage
+from gateway.turn.llm import LLMClient
 from rag_core.errors import StructuredOutputError
 
 SCHEMA = {

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from websockets.sync.client import connect
 
-from gateway.app import create_app
+from gateway.http.app import create_app
 from tests.fakes.live_server import LiveServer
 from tests.inspect import read_trace
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from gateway.models import Conversation, Message, Role, utcnow
+from gateway.core.models import Conversation, Message, Role, utcnow
 
 
 async def _say(services, persona, channel, role, text, at):

@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
-from gateway import runtime
 from gateway.channel import DeliveryReport
-from gateway.models import InboundMessage, new_id
+from gateway.core.models import InboundMessage, new_id
+from gateway.jobs import registry as runtime
 from gateway.services import Services
 from rag_core.topic import Topic
 
@@ -102,7 +102,7 @@ async def test_voice_turn_runs_rag_as_a_job_on_the_rag_queue(services, fake_open
     queue = services.queues["rag"]
 
     async def work_queue():
-        from gateway.worker import ThreadWorker
+        from gateway.jobs.worker import ThreadWorker
 
         await asyncio.sleep(0.05)
         await asyncio.to_thread(ThreadWorker([queue], connection=services.redis_sync).work, burst=True)

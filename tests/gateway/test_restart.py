@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import psutil
 
-from gateway.app import create_app
+from gateway.http.app import create_app
 from tests.conftest import make_settings
 from tests.fakes.live_server import LiveServer
 

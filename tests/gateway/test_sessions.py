@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from gateway.events import ConversationEnded, ConversationStarted
-from gateway.models import InboundMessage, new_id
+from gateway.core.events import ConversationEnded, ConversationStarted
+from gateway.core.models import InboundMessage, new_id
 
 
 def _inbound(identity="web:s1", channel="webchat"):
@@ -57,8 +57,8 @@ async def test_a_message_after_the_timeout_starts_a_new_conversation(services):
 async def test_attribute_validation_refuses_and_keeps_the_old_value(services):
     import pytest
 
-    from gateway.attributes import AttributeSpec, declare_customer_attribute
-    from gateway.errors import InvalidInput
+    from gateway.conversation.attributes import AttributeSpec, declare_customer_attribute
+    from gateway.core.errors import InvalidInput
 
     declare_customer_attribute(AttributeSpec("test_max_party", type=int, default=4))
     assert await services.customer_attributes.get("test_max_party") == 4
@@ -69,8 +69,8 @@ async def test_attribute_validation_refuses_and_keeps_the_old_value(services):
 
 
 async def test_the_sweep_timer_ends_idle_conversations_without_a_new_message(services):
-    from gateway.models import utcnow
-    from gateway.sessions import SWEEP_TIMER
+    from gateway.conversation.sessions import SWEEP_TIMER
+    from gateway.core.models import utcnow
 
     persona = await services.store.resolve_persona("web:idle")
     conv, _ = await services.sessions.open(persona, _inbound("web:idle"))

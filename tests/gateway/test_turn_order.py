@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from gateway.channel import DeliveryReport
-from gateway.models import InboundMessage
+from gateway.core.models import InboundMessage
 from gateway.services import Services
 
 
@@ -48,7 +48,7 @@ async def test_two_replicas_serialise_one_conversation_in_arrival_order(settings
 
 
 async def test_a_crashed_holder_does_not_wedge_the_conversation(settings):
-    from gateway.turn_lock import TurnLock
+    from gateway.conversation.turn_lock import TurnLock
 
     services = Services.build(settings)
     try:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from gateway.models import Conversation, InboundMessage, Message, Persona, Role, TurnTrace
-from gateway.pipeline import Turn
+from gateway.core.models import Conversation, InboundMessage, Message, Persona, Role, TurnTrace
+from gateway.turn.pipeline import Turn
 
 
 def _turn() -> Turn:

@@ -12,7 +12,7 @@ import time
 
 import httpx
 
-from gateway.app import create_app
+from gateway.http.app import create_app
 from tests.fakes.live_server import LiveServer, free_port
 
 

@@ -14,10 +14,10 @@ import pytest
 import redis
 from pydantic import SecretStr
 
-from gateway import runtime
-from gateway.app import create_app
-from gateway.clock import ManualClock
-from gateway.feeds import sign
+from gateway.core.clock import ManualClock
+from gateway.http.app import create_app
+from gateway.jobs import registry as runtime
+from gateway.live.feeds import sign
 from gateway.services import Services
 from tests.fakes.data_source import DataSource
 from tests.fakes.live_server import LiveServer

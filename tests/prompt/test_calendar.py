@@ -7,8 +7,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from gateway.calendar import CALENDAR, build_calendar, next_local_midnight, ordinal
-from gateway.live_context import CALENDAR as CALENDAR_TIMER
+from gateway.live.calendar import CALENDAR, build_calendar, next_local_midnight, ordinal
+from gateway.live.context import CALENDAR as CALENDAR_TIMER
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from gateway.channel import DeliveryReport
-from gateway.models import InboundMessage
+from gateway.core.models import InboundMessage
 from tests.prompt.conftest import eventually
 
 META = {
@@ -94,7 +94,7 @@ async def test_without_an_llm_nothing_is_extracted(live_settings, clock):
 
 
 def test_schema_is_strict_json_schema():
-    from gateway.conversation_meta import SCHEMA
+    from gateway.live.conversation_meta import SCHEMA
 
     assert SCHEMA["additionalProperties"] is False
     assert set(SCHEMA["required"]) == set(SCHEMA["properties"])
@@ -102,7 +102,7 @@ def test_schema_is_strict_json_schema():
 
 
 async def test_a_burst_of_turns_queues_one_extraction_once_its_delay_has_passed(services, clock, fake_openai):
-    from gateway.events import TurnCompleted
+    from gateway.core.events import TurnCompleted
 
     meta = services.live.conversation_meta
     meta.delay_s = 30
@@ -115,7 +115,7 @@ async def test_a_burst_of_turns_queues_one_extraction_once_its_delay_has_passed(
     clock.advance(timedelta(seconds=16))
     assert await meta.sweep() == 1
     [job] = jobs.get_jobs()
-    assert job.func_name == "gateway.live_jobs.extract_meta_job" and job.args[1] == persona.id
+    assert job.func_name == "gateway.live.jobs.extract_meta_job" and job.args[1] == persona.id
     assert await meta.sweep() == 0  # taken off the due-set: a second sweep queues nothing
     # A turn after that marks the persona due again.
     fake_openai.script_json(META)
@@ -126,7 +126,7 @@ async def test_a_burst_of_turns_queues_one_extraction_once_its_delay_has_passed(
 
 
 async def test_the_sweep_runs_on_its_timer(services):
-    from gateway.conversation_meta import TIMER
+    from gateway.live.conversation_meta import TIMER
 
     timer = services.live.timers.timers[TIMER]
     slot = await timer.following(services.live.clock.now())

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 
 from rq import Retry
 
-from gateway.data_injection import FETCHED_AT, RETRIEVED, STATUS, period_seconds
-from gateway.live_jobs import fetch_data_job
+from gateway.live.data_injection import FETCHED_AT, RETRIEVED, STATUS, period_seconds
+from gateway.live.jobs import fetch_data_job
 from tests.prompt.conftest import eventually
 
 ENABLED = "project_attributes_setting_data_injection_is_enabled"
@@ -54,8 +54,8 @@ async def test_fetch_runs_on_the_timer_and_the_data_reaches_the_prompt(worker_se
 
 
 async def test_exactly_one_fetch_per_period_with_two_workers(worker_services, live_settings, data_source):
+    from gateway.jobs.worker import InProcessWorker
     from gateway.services import Services
-    from gateway.worker import InProcessWorker
 
     services = worker_services
     second = Services.build(live_settings, run_worker=False)

@@ -105,7 +105,7 @@ def test_signed_hostile_json_is_400_and_stores_nothing(post, admin, live_gateway
 def test_per_feed_secret_overrides_the_shared_one(live_settings, clock):
     from pydantic import SecretStr
 
-    from gateway.app import create_app
+    from gateway.http.app import create_app
     from gateway.services import Services
     from tests.fakes.live_server import LiveServer
 

@@ -6,8 +6,8 @@ import ipaddress
 
 import pytest
 
-from gateway.data_injection import STATUS
-from gateway.outbound import OutboundPolicy, OutboundRefused
+from gateway.live.data_injection import STATUS
+from gateway.live.outbound import OutboundPolicy, OutboundRefused
 
 
 @pytest.mark.parametrize(
@@ -59,7 +59,7 @@ async def test_fetch_to_a_refused_target_records_why_and_sends_nothing(services,
 def test_a_checked_url_is_pinned_to_the_checked_address():
     from ipaddress import ip_address
 
-    from gateway.outbound import pinned
+    from gateway.live.outbound import pinned
 
     https = pinned("https://user:pw@data.example.com:8443/q?a=1", [ip_address("93.184.216.34")])
     assert https.url == "https://user:pw@93.184.216.34:8443/q?a=1"
@@ -74,13 +74,13 @@ async def test_the_fetch_connects_to_the_address_it_checked(services, data_sourc
     """DNS answered once, at the check: ``rebind.test`` resolved to the data source's loopback address
     then, and cannot be resolved at all afterwards (a rebinding server's later answer could be
     anything). The fetch must connect to the checked address, not look the name up again."""
-    import gateway.outbound
+    import gateway.live.outbound
 
     async def checked_once(host: str, port: int):
         assert host == "rebind.test"
         return [ipaddress.ip_address("127.0.0.1")]
 
-    monkeypatch.setattr(gateway.outbound, "_resolve", checked_once)
+    monkeypatch.setattr(gateway.live.outbound, "_resolve", checked_once)
     attrs = services.customer_attributes
     services.live.data_injection.outbound = OutboundPolicy.parse("127.0.0.0/8")
     by_name = data_source.url.replace("127.0.0.1", "rebind.test")

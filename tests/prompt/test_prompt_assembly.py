@@ -6,9 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 
-from gateway.feeds import FeedPayload
-from gateway.models import Message, Role
-from gateway.prompt import PromptInputs
+from gateway.core.models import Message, Role
+from gateway.live.feeds import FeedPayload
+from gateway.live.prompt import PromptInputs
 from tests.inspect import read_trace
 
 RAG = "Breakfast\nServed 7-10 in the garden room.\n\n---\n\nParking\nFree for guests."

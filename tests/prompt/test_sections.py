@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.errors import InvalidInput, NotFound
-from gateway.models import Persona
+from gateway.core.errors import InvalidInput, NotFound
+from gateway.core.models import Persona
 
 
 @pytest.fixture

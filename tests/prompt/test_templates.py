@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.template_store import default_source
+from gateway.live.template_store import default_source
 
 
 def _system(admin) -> dict:

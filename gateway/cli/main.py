@@ -1,0 +1,113 @@
+"""``switchboard`` (and ``python -m gateway``): serve, worker, chat, kb, eval."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import sys
+import threading
+from collections.abc import Sequence
+
+from gateway.core.logs import configure_logging
+from gateway.core.settings import Settings
+
+
+def _serve(args: argparse.Namespace, settings: Settings) -> int:
+    import uvicorn
+
+    from gateway.http.app import create_app
+
+    if args.demo:
+        settings = settings.model_copy(update={"demo": True})
+    app = create_app(settings)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+    return 0
+
+
+def _worker(args: argparse.Namespace, settings: Settings) -> int:
+    from rq import Queue
+
+    from gateway.jobs import registry as runtime
+    from gateway.jobs.worker import queue_names
+    from gateway.services import Services
+
+    if settings.redis_url is None:
+        print(
+            "switchboard worker needs SWITCHBOARD_REDIS_URL; with embedded defaults the gateway "
+            "runs its jobs in process.",
+            file=sys.stderr,
+        )
+        return 2
+    from gateway.http.plugins import install_worker_plugins
+
+    # Turns from the channels' inbox run here too (on the services loop), beside the RQ jobs.
+    services = Services.build(settings, run_worker=False, consume_inbox=True)
+    install_worker_plugins(services)
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, name="services-loop", daemon=True).start()
+    asyncio.run_coroutine_threadsafe(services.start(), loop).result()
+    runtime.register(services, loop)
+    gc.collect()
+    gc.freeze()  # as in the gateway: full collections must not walk the SDKs and clients built above
+    from rq import SimpleWorker
+
+    # Jobs run in this process, on warm services (Qdrant client, embedding model, LLM client):
+    # a forked work-horse would have neither the services' event loop nor the loaded model.
+    queues = [Queue(name, connection=services.redis_sync) for name in queue_names(settings)]
+    worker = SimpleWorker(queues, connection=services.redis_sync)
+    try:
+        worker.work(with_scheduler=True, logging_level=settings.log_level)
+    finally:
+        asyncio.run_coroutine_threadsafe(services.aclose(), loop).result()
+        loop.call_soon_threadsafe(loop.stop)
+    return 0
+
+
+def _chat(args: argparse.Namespace, settings: Settings) -> int:
+    from gateway.cli.terminal_chat import run_terminal_chat
+
+    return asyncio.run(run_terminal_chat(settings, url=args.url))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="switchboard", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the gateway (HTTP API, channels, web chat, admin UI)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--demo", action="store_true", help="load the demo knowledge base if empty")
+    serve.set_defaults(func=_serve)
+
+    worker = sub.add_parser(
+        "worker", help="run channel turns, background jobs and timers (needs SWITCHBOARD_REDIS_URL)"
+    )
+    worker.set_defaults(func=_worker)
+
+    chat = sub.add_parser("chat", help="talk with the agent in the terminal")
+    chat.add_argument("--url", default=None, help="a running gateway (default: SWITCHBOARD_PUBLIC_URL)")
+    chat.set_defaults(func=_chat)
+
+    for register in _extensions():
+        register(sub)
+    return parser
+
+
+def _extensions():
+    """Subcommand groups that live with their feature (``kb``, ``eval``)."""
+    from gateway.cli.kb import register_eval, register_kb
+
+    return (register_kb, register_eval)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        settings = Settings()
+    except Exception as exc:  # pydantic ValidationError: say which setting is wrong, not a traceback
+        print(f"switchboard: invalid settings: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(settings.log_level, settings.log_json)
+    return int(args.func(args, settings) or 0)

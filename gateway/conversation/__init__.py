@@ -1,0 +1,1 @@
+"""Conversation state: the Redis store, attributes, memory, sessions, the turn lock."""

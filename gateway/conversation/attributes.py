@@ -1,0 +1,143 @@
+"""Typed key/value attributes: per persona (``rag``, ``conversation_meta`` …) and per customer/project.
+
+An attribute is declared once with an ``AttributeSpec`` (type, default, whether the session end
+clears it); values are validated on write so a bad value is refused and the old one stays. Text is repaired
+(lone surrogates become U+FFFD) on write and on read, so one bad value never breaks a turn.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from gateway.conversation.store import RedisStore
+from gateway.core.errors import InvalidInput, NotFound
+from rag_core.clean_text import scrub_deep
+
+
+@dataclass(frozen=True)
+class AttributeSpec:
+    name: str
+    type: Any = str
+    default: Any = ""
+    description: str = ""
+    session_scoped: bool = False  # cleared on conversation_ended
+    private: bool = False  # written by the system, read-only through the API
+    check: Callable[[Any], Any] | None = None  # extra validation, raises ValueError with the reason
+    _adapter: TypeAdapter = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_adapter", TypeAdapter(self.type))
+
+    def validate(self, value: Any) -> Any:
+        try:
+            parsed = self._adapter.validate_python(scrub_deep(value))
+            if self.check is not None:
+                parsed = self.check(parsed)
+        except (ValidationError, ValueError, TypeError) as exc:
+            reason = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+            raise InvalidInput(f"attribute {self.name!r}: {reason}") from exc
+        return parsed
+
+    def dump(self, value: Any) -> str:
+        return json.dumps(self._adapter.dump_python(value, mode="json"))
+
+
+PERSONA_ATTRIBUTES: dict[str, AttributeSpec] = {}
+CUSTOMER_ATTRIBUTES: dict[str, AttributeSpec] = {}
+
+
+def declare_persona_attribute(spec: AttributeSpec) -> AttributeSpec:
+    PERSONA_ATTRIBUTES[spec.name] = spec
+    return spec
+
+
+def declare_customer_attribute(spec: AttributeSpec) -> AttributeSpec:
+    CUSTOMER_ATTRIBUTES[spec.name] = spec
+    return spec
+
+
+RAG = declare_persona_attribute(
+    AttributeSpec("rag", description="knowledge-base context for this session", session_scoped=True)
+)
+CONVERSATION_META = declare_persona_attribute(
+    AttributeSpec("conversation_meta", description="what is known about the user and conversation")
+)
+CUSTOM_PROMPT_SECTION = declare_persona_attribute(
+    AttributeSpec("custom_prompt_section", description="named sections injected into the prompt")
+)
+
+
+class _AttributeHash:
+    def __init__(self, store: RedisStore, specs: dict[str, AttributeSpec], what: str) -> None:
+        self.store = store
+        self.specs = specs
+        self.what = what
+
+    def spec(self, name: str) -> AttributeSpec:
+        try:
+            return self.specs[name]
+        except KeyError:
+            raise NotFound(f"unknown {self.what} attribute {name!r}") from None
+
+    async def _get(self, key: str, name: str) -> Any:
+        spec = self.spec(name)
+        raw = await self.store.redis.hget(key, name)
+        return spec.default if raw is None else scrub_deep(json.loads(raw))
+
+    async def _all(self, key: str) -> dict[str, Any]:
+        raw = await self.store.redis.hgetall(key)
+        values = {name: spec.default for name, spec in self.specs.items()}
+        # Repaired on read too: a value stored before invalid text was refused must not break every turn.
+        values.update({k.decode(): scrub_deep(json.loads(v)) for k, v in raw.items() if k.decode() in self.specs})
+        return values
+
+    async def _set(self, key: str, name: str, value: Any) -> Any:
+        spec = self.spec(name)
+        parsed = spec.validate(value)
+        await self.store.redis.hset(key, name, spec.dump(parsed))
+        return parsed
+
+
+class PersonaAttributes(_AttributeHash):
+    def __init__(self, store: RedisStore) -> None:
+        super().__init__(store, PERSONA_ATTRIBUTES, "persona")
+
+    def _key(self, persona_id: str) -> str:
+        return self.store.key("persona", persona_id, "attrs")
+
+    async def get(self, persona_id: str, name: str) -> Any:
+        return await self._get(self._key(persona_id), name)
+
+    async def all(self, persona_id: str) -> dict[str, Any]:
+        return await self._all(self._key(persona_id))
+
+    async def set(self, persona_id: str, name: str, value: Any) -> Any:
+        return await self._set(self._key(persona_id), name, value)
+
+    async def clear_session_scoped(self, persona_id: str) -> None:
+        names = [name for name, spec in self.specs.items() if spec.session_scoped]
+        if names:
+            await self.store.redis.hdel(self._key(persona_id), *names)
+
+
+class CustomerAttributes(_AttributeHash):
+    def __init__(self, store: RedisStore) -> None:
+        super().__init__(store, CUSTOMER_ATTRIBUTES, "customer")
+
+    @property
+    def _key(self) -> str:
+        return self.store.key("customer", "attrs")
+
+    async def get(self, name: str) -> Any:
+        return await self._get(self._key, name)
+
+    async def all(self) -> dict[str, Any]:
+        return await self._all(self._key)
+
+    async def set(self, name: str, value: Any) -> Any:
+        return await self._set(self._key, name, value)

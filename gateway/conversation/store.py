@@ -1,0 +1,159 @@
+"""Redis as the system of record: personas, conversations, messages, traces and dedup keys.
+
+Every key lives under ``sb:<agent_id>:`` so several agents (and test runs) can share one Redis.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from redis.asyncio import Redis
+
+from gateway.core.models import Conversation, Message, Persona, TurnTrace
+
+DEDUP_TTL_S = 7 * 24 * 3600
+
+
+class RedisStore:
+    def __init__(self, redis: Redis, agent_id: str) -> None:
+        self.redis = redis
+        self.agent_id = agent_id
+        self.prefix = f"sb:{agent_id}:"
+
+    def key(self, *parts: str) -> str:
+        return self.prefix + ":".join(parts)
+
+    # -- dedup ---------------------------------------------------------------------------------
+    async def claim_once(self, *parts: str, ttl_s: int = DEDUP_TTL_S) -> bool:
+        """True the first time these parts are seen, False for every repeat (vendor retries)."""
+        return bool(await self.redis.set(self.key("dedup", *parts), "1", nx=True, ex=ttl_s))
+
+    async def release_claim(self, *parts: str) -> None:
+        await self.redis.delete(self.key("dedup", *parts))
+
+    # -- personas ------------------------------------------------------------------------------
+    async def resolve_persona(self, identity: str, display_name: str | None = None) -> Persona:
+        """The persona owning ``identity``, created atomically on first sight."""
+        id_key = self.key("identity", identity)
+        existing = await self.redis.get(id_key)
+        if existing is None:
+            candidate = Persona(identities=[identity], display_name=display_name)
+            if await self.redis.set(id_key, candidate.id, nx=True):
+                await self.save_persona(candidate)
+                return candidate
+            existing = await self.redis.get(id_key)
+        persona = await self.get_persona(existing.decode())
+        if persona is None:  # identity key survived a partial write; heal it
+            persona = Persona(id=existing.decode(), identities=[identity], display_name=display_name)
+            await self.save_persona(persona)
+        return persona
+
+    async def link_identity(self, persona: Persona, identity: str) -> bool:
+        if not await self.redis.set(self.key("identity", identity), persona.id, nx=True):
+            return False
+        persona.identities.append(identity)
+        await self.save_persona(persona)
+        return True
+
+    async def save_persona(self, persona: Persona) -> None:
+        await self.redis.set(self.key("persona", persona.id), persona.model_dump_json())
+
+    async def get_persona(self, persona_id: str) -> Persona | None:
+        raw = await self.redis.get(self.key("persona", persona_id))
+        return Persona.model_validate_json(raw) if raw else None
+
+    # -- conversations -------------------------------------------------------------------------
+    def _active_key(self, persona_id: str, channel: str, thread: str | None) -> str:
+        return self.key("persona", persona_id, "active", channel, thread or "-")
+
+    async def active_conversation(
+        self, persona_id: str, channel: str, thread: str | None
+    ) -> Conversation | None:
+        conv_id = await self.redis.get(self._active_key(persona_id, channel, thread))
+        return await self.get_conversation(conv_id.decode()) if conv_id else None
+
+    async def set_active(self, conversation: Conversation) -> None:
+        key = self._active_key(conversation.persona_id, conversation.channel, conversation.thread)
+        if conversation.active:
+            await self.redis.set(key, conversation.id)
+        else:
+            await self.redis.delete(key)
+
+    async def save_conversation(
+        self, conversation: Conversation, *, activity_key: str | None = None, make_active: bool = False
+    ) -> None:
+        """Store the conversation (and, in the same round trip, its activity and active pointer)."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.set(self.key("conv", conversation.id), conversation.model_dump_json())
+        pipe.zadd(
+            self.key("persona", conversation.persona_id, "convs"),
+            {conversation.id: conversation.started_at.timestamp()},
+        )
+        if activity_key is not None:
+            pipe.zadd(activity_key, {conversation.id: conversation.last_activity_at.timestamp()})
+        if make_active:
+            pipe.set(self._active_key(conversation.persona_id, conversation.channel, conversation.thread),
+                     conversation.id)
+        await pipe.execute()
+
+    async def get_conversation(self, conversation_id: str) -> Conversation | None:
+        raw = await self.redis.get(self.key("conv", conversation_id))
+        return Conversation.model_validate_json(raw) if raw else None
+
+    # -- messages ------------------------------------------------------------------------------
+    async def add_message(self, message: Message) -> None:
+        ts = message.created_at.timestamp()
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.set(self.key("msg", message.id), message.model_dump_json())
+        pipe.zadd(self.key("conv", message.conversation_id, "msgs"), {message.id: ts})
+        pipe.zadd(self.key("persona", message.persona_id, "msgs"), {message.id: ts})
+        await pipe.execute()
+
+    async def persona_messages(
+        self,
+        persona_id: str,
+        *,
+        newest: int,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[Message]:
+        """Up to ``newest`` of the persona's messages across channels, oldest first."""
+        low = since.timestamp() if since else "-inf"
+        high = until.timestamp() if until else "+inf"
+        ids = await self.redis.zrevrangebyscore(
+            self.key("persona", persona_id, "msgs"), high, low, start=0, num=newest
+        )
+        if not ids:
+            return []
+        raws = await self.redis.mget([self.key("msg", i.decode()) for i in reversed(ids)])
+        return [Message.model_validate_json(raw) for raw in raws if raw]
+
+    async def finish_turn(
+        self, message: Message, conversation: Conversation, trace: TurnTrace, activity_key: str
+    ) -> None:
+        """A turn's closing writes in one round trip: the delivered reply, the conversation's
+        activity, and the trace."""
+        ts = conversation.last_activity_at.timestamp()
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.set(self.key("msg", message.id), message.model_dump_json())
+        pipe.set(self.key("conv", conversation.id), conversation.model_dump_json())
+        pipe.zadd(activity_key, {conversation.id: ts})
+        self._put_trace(pipe, trace)
+        await pipe.execute()
+
+    # -- traces --------------------------------------------------------------------------------
+    async def save_trace(self, trace: TurnTrace) -> None:
+        pipe = self.redis.pipeline(transaction=False)
+        self._put_trace(pipe, trace)
+        await pipe.execute()
+
+    def _put_trace(self, pipe, trace: TurnTrace) -> None:
+        """A trace saved again (a failure recorded, then the resumed turn) stays listed once."""
+        listed = self.key("conv", trace.conversation_id, "traces")
+        pipe.set(self.key("trace", trace.turn_id), trace.model_dump_json())
+        pipe.lrem(listed, 0, trace.turn_id)
+        pipe.rpush(listed, trace.turn_id)
+
+    async def get_trace(self, turn_id: str) -> TurnTrace | None:
+        raw = await self.redis.get(self.key("trace", turn_id))
+        return TurnTrace.model_validate_json(raw) if raw else None

@@ -1,0 +1,165 @@
+"""One turn at a time per conversation, in arrival order, across every gateway process.
+
+A ticket lock on Redis: each arrival takes the next ticket (INCR); the turn runs when the
+"now serving" counter reaches it. The holder keeps a short lease that it renews while the turn
+runs, so a holder that dies holds the conversation for one lease at most: a waiter that finds
+the lease gone while the ticket it belonged to is still being served moves the counter on at
+once. A ticket that is never claimed (its process died between taking it and running) is moved
+past after a grace period; a ticket given up on purpose (``pass_ticket``) is skipped at once,
+whenever the counter reaches it. A holder that lost its lease (fenced: a waiter took over)
+releases nothing of the new holder's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+
+from redis.asyncio import Redis
+
+from gateway.core.errors import TurnLockTimeout
+
+log = logging.getLogger(__name__)
+
+# Moves "serving" past tickets that were given up (KEYS[skipped]); shared by every script below.
+_SKIP_PASSED = """
+local function skip_passed(serving_key, skipped_key, serving)
+  while redis.call('HDEL', skipped_key, tostring(serving + 1)) == 1 do
+    serving = serving + 1
+    redis.call('SET', serving_key, serving)
+  end
+  return serving
+end
+"""
+
+# KEYS: serving, lease, stall, skipped, held   ARGV: ticket, now_ms, lease_ms, grace_ms
+_ACQUIRE = _SKIP_PASSED + """
+local serving = skip_passed(KEYS[1], KEYS[4], tonumber(redis.call('GET', KEYS[1]) or '0'))
+local ticket = tonumber(ARGV[1])
+if ticket <= serving then
+  return -1
+end
+if ticket == serving + 1 then
+  redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
+  redis.call('SET', KEYS[5], ARGV[1], 'PX', ARGV[3] * 100)
+  redis.call('DEL', KEYS[3])
+  return 1
+end
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  redis.call('DEL', KEYS[3])
+  return 0
+end
+if tonumber(redis.call('GET', KEYS[5]) or '0') == serving + 1 then
+  -- the ticket being served was held and its lease ran out: its holder is gone
+  redis.call('SET', KEYS[1], serving + 1)
+  redis.call('DEL', KEYS[3])
+  return 0
+end
+local stall = redis.call('GET', KEYS[3])
+if not stall then
+  redis.call('SET', KEYS[3], ARGV[2], 'PX', ARGV[4] * 4)
+elseif tonumber(ARGV[2]) - tonumber(stall) > tonumber(ARGV[4]) then
+  redis.call('INCR', KEYS[1])
+  redis.call('DEL', KEYS[3])
+end
+return 0
+"""
+
+# KEYS: serving, lease, skipped   ARGV: ticket, skipped ttl s
+_RELEASE = _SKIP_PASSED + """
+local serving = tonumber(redis.call('GET', KEYS[1]) or '0')
+local ticket = tonumber(ARGV[1])
+if serving + 1 == ticket then
+  redis.call('SET', KEYS[1], ticket)
+  skip_passed(KEYS[1], KEYS[3], ticket)
+elseif ticket > serving + 1 then
+  -- given up before its turn came: skipped when the counter gets there
+  redis.call('HSET', KEYS[3], ARGV[1], '1')
+  redis.call('EXPIRE', KEYS[3], ARGV[2])
+end
+if redis.call('GET', KEYS[2]) == ARGV[1] then
+  redis.call('DEL', KEYS[2])
+end
+return 1
+"""
+
+# KEYS: lease, held   ARGV: ticket, lease_ms
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  redis.call('PEXPIRE', KEYS[2], ARGV[2] * 100)
+  return 1
+end
+return 0
+"""
+
+SKIPPED_TTL_S = 24 * 3600
+
+
+class TurnLock:
+    def __init__(
+        self, redis: Redis, prefix: str, lease_s: float = 10.0, grace_s: float = 10.0
+    ) -> None:
+        self.redis = redis
+        self.prefix = prefix
+        self.lease_ms = int(lease_s * 1000)
+        self.grace_ms = int(grace_s * 1000)
+        self._acquire = redis.register_script(_ACQUIRE)
+        self._release = redis.register_script(_RELEASE)
+        self._renew = redis.register_script(_RENEW)
+
+    def _keys(self, conversation_id: str) -> tuple[str, ...]:
+        base = f"{self.prefix}turnlock:{conversation_id}:"
+        return tuple(base + part for part in ("ticket", "serving", "lease", "stall", "skipped", "held"))
+
+    def ticket_key(self, conversation_id: str) -> str:
+        return self._keys(conversation_id)[0]
+
+    async def take_ticket(self, conversation_id: str) -> int:
+        return int(await self.redis.incr(self.ticket_key(conversation_id)))
+
+    async def pass_ticket(self, conversation_id: str, ticket: int) -> None:
+        """Give up a ticket without running (its work was dropped): the next one need not wait for it."""
+        _, serving, lease, _, skipped, _ = self._keys(conversation_id)
+        await self._release(keys=[serving, lease, skipped], args=[ticket, SKIPPED_TTL_S])
+
+    @asynccontextmanager
+    async def hold(self, conversation_id: str, ticket: int, wait_s: float) -> AsyncIterator[None]:
+        _, serving, lease, stall, skipped, held = self._keys(conversation_id)
+        deadline = time.monotonic() + wait_s
+        delay = 0.002
+        while True:
+            now_ms = int(time.time() * 1000)
+            got = await self._acquire(
+                keys=[serving, lease, stall, skipped, held], args=[ticket, now_ms, self.lease_ms, self.grace_ms]
+            )
+            if got == 1:
+                break
+            if got == -1:  # skipped as stalled while we were away; run rather than drop the turn
+                break
+            if time.monotonic() > deadline:
+                raise TurnLockTimeout("another turn of this conversation is still running")
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.05)
+        keeper = asyncio.create_task(self._keep(lease, held, ticket), name=f"turn lease {conversation_id}")
+        try:
+            yield
+        finally:
+            keeper.cancel()
+            with suppress(asyncio.CancelledError):
+                await keeper
+            await self._release(keys=[serving, lease, skipped], args=[ticket, SKIPPED_TTL_S])
+
+    async def _keep(self, lease: str, held: str, ticket: int) -> None:
+        """Renew the lease while the turn runs; a lost lease means a waiter took over (logged once)."""
+        while True:
+            await asyncio.sleep(self.lease_ms / 3000)
+            try:
+                if not await self._renew(keys=[lease, held], args=[ticket, self.lease_ms]):
+                    log.warning("turn lease lost (ticket %d): a later turn may run alongside this one", ticket)
+                    return
+            except Exception as exc:  # Redis away: the next renewal tries again; the lease may lapse
+                log.warning("could not renew a turn lease: %s", exc)

@@ -1,0 +1,1 @@
+"""Bottom layer: typed models, settings, errors, events, clock, metrics, logs."""

@@ -1,0 +1,59 @@
+"""The FastAPI app factory."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from gateway.core.settings import Settings
+from gateway.http.body_limit import BodyLimit
+from gateway.http.errors import install_error_handlers
+from gateway.http.health import router as health_router
+from gateway.http.knowledge import IMPORT_PATH
+from gateway.http.knowledge import router as knowledge_router
+from gateway.http.live_routes import include_live_routes
+from gateway.http.plugins import install_plugins
+from gateway.jobs import registry as runtime
+from gateway.services import Services
+
+log = logging.getLogger(__name__)
+
+
+def create_app(settings: Settings | None = None, *, services: Services | None = None) -> FastAPI:
+    settings = settings or Settings()
+    services = services or Services.build(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        runtime.register(services, asyncio.get_running_loop())
+        await services.start()
+        # Everything built so far (imported SDKs, models, clients) lives as long as the process: move it
+        # out of the collector's reach, or a full collection walks it all and stalls every request.
+        gc.collect()
+        gc.freeze()
+        log.info("switchboard agent %r ready", settings.agent_id)
+        try:
+            yield
+        finally:
+            runtime.unregister(settings.agent_id)
+            await services.aclose()
+            gc.unfreeze()  # an app embedded in a longer-lived process (tests, a host) leaves nothing pinned
+
+    app = FastAPI(title="Switchboard", version="0.1.0", lifespan=lifespan)
+    app.state.services = services
+    install_error_handlers(app)
+    # Outside every route (channels' vendor webhooks and the web chat included): an oversized body
+    # is refused before it is read, whoever sends it and whatever the route would do with it.
+    app.add_middleware(
+        BodyLimit, max_bytes=settings.max_body_bytes, per_path={IMPORT_PATH: settings.max_import_bytes}
+    )
+    app.include_router(health_router)
+    app.include_router(knowledge_router)
+    include_live_routes(app)
+    install_plugins(app, services)
+    return app

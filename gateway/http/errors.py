@@ -1,0 +1,53 @@
+"""Every error leaves as JSON ``{"status", "error", "message"}``; never a traceback."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from gateway.core.errors import GatewayError
+
+log = logging.getLogger(__name__)
+
+_HTTP_KINDS = {
+    400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+    405: "method_not_allowed", 409: "conflict", 413: "payload_too_large", 415: "unsupported_media_type",
+    422: "invalid_input", 429: "rate_limited", 503: "unavailable",
+}
+
+
+def error_response(status: int, kind: str, message: str) -> JSONResponse:
+    return JSONResponse({"status": status, "error": kind, "message": message}, status_code=status)
+
+
+def _describe(exc: RequestValidationError) -> tuple[int, str, str]:
+    first = exc.errors()[0] if exc.errors() else {}
+    if first.get("type") == "json_invalid":
+        return 400, "bad_request", "request body is not valid JSON"
+    where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
+    message = first.get("msg", "invalid request")
+    return 422, "invalid_input", f"{where}: {message}" if where else message
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(GatewayError)
+    async def _gateway_error(request: Request, exc: GatewayError) -> JSONResponse:
+        return error_response(exc.status, exc.kind, exc.message)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(*_describe(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        kind = _HTTP_KINDS.get(exc.status_code, "error")
+        return error_response(exc.status_code, kind, str(exc.detail))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return error_response(500, "internal_error", "internal error; see the gateway log")

@@ -1,0 +1,156 @@
+"""Knowledge-base admin API: topics CRUD, bulk import, and the production search path."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, Request, Response
+from pydantic import BaseModel, Field
+
+from gateway.core.errors import BadRequest, InvalidInput, NotFound, PayloadTooLarge, ServiceUnavailable
+from gateway.http.auth import require_admin
+from gateway.http.json_body import AdminRoute, decode_json, read_json
+from gateway.knowledge.search import MAX_QUERY_CHARS
+from gateway.services import Services
+from rag_core.errors import KnowledgeBaseUnavailable, TopicValidationError
+from rag_core.ingestion import ImportReport, import_topics
+from rag_core.retrieval import ChatTurn
+from rag_core.topic import Topic, parse_topic
+
+router = APIRouter(prefix="/api/kb", route_class=AdminRoute)
+IMPORT_PATH = "/api/kb/import"  # its body limit is SWITCHBOARD_MAX_IMPORT_BYTES (gateway.http.app)
+
+
+class HistoryTurn(BaseModel):
+    role: Literal["user", "agent"] = "user"
+    text: str
+
+
+class SearchIn(BaseModel):
+    query: str
+    history: list[str | HistoryTurn] = Field(default_factory=list)
+    strategy: str | None = None
+    k: int = Field(default=5, ge=1, le=50)
+    conversation_meta: str = ""
+
+
+def _topic_json(topic: Topic) -> dict[str, Any]:
+    return topic.model_dump(mode="json")
+
+
+def _parse(data: Any, max_chars: int, source: str | None = None) -> Topic:
+    if not isinstance(data, dict):
+        raise InvalidInput("body: a topic must be a JSON object")
+    if source is not None:
+        if data.get("source", source) != source:
+            raise InvalidInput(f"source: the body says {data['source']!r} but the path says {source!r}")
+        data = {**data, "source": source}
+    try:
+        return parse_topic(data, max_chars=max_chars)
+    except TopicValidationError as exc:
+        raise InvalidInput(f"{exc.field}: {exc.message}") from exc
+
+
+async def _kb_call(coro):
+    try:
+        return await coro
+    except KnowledgeBaseUnavailable as exc:
+        raise ServiceUnavailable(f"knowledge base unavailable: {exc}") from exc
+
+
+@router.get("/topics")
+async def list_topics(
+    limit: int = 50, offset: str | None = None, label: str | None = None, services: Services = Depends(require_admin)
+) -> dict:
+    if not 1 <= limit <= 500:
+        raise InvalidInput("limit: must be between 1 and 500")
+    kb = services.knowledge.kb
+    page = await _kb_call(kb.list(limit=limit, offset=offset, label=label))
+    total = await _kb_call(kb.count(label=label))
+    return {"topics": [_topic_json(t) for t in page.topics], "next_offset": page.next_offset, "total": total}
+
+
+@router.post("/topics", status_code=201)
+async def create_topics(request: Request, services: Services = Depends(require_admin)) -> dict:
+    """One topic object, or a list of them; every one is validated before any is written."""
+    data = await read_json(request)
+    items = data if isinstance(data, list) else [data]
+    topics = []
+    for index, item in enumerate(items):
+        try:
+            topics.append(_parse(item, services.settings.max_topic_chars))
+        except InvalidInput as exc:
+            raise InvalidInput(f"topic {index}: {exc.message}" if isinstance(data, list) else exc.message) from exc
+    report = await _kb_call(services.knowledge.kb.upsert_many(topics))
+    return report.model_dump(mode="json")
+
+
+@router.get("/topics/{source}")
+async def get_topic(source: str, services: Services = Depends(require_admin)) -> dict:
+    topic = await _kb_call(services.knowledge.kb.get(source))
+    if topic is None:
+        raise NotFound(f"no topic with source {source!r}")
+    return _topic_json(topic)
+
+
+@router.put("/topics/{source}")
+async def put_topic(source: str, request: Request, services: Services = Depends(require_admin)) -> dict:
+    topic = _parse(await read_json(request), services.settings.max_topic_chars, source)
+    report = await _kb_call(services.knowledge.kb.upsert(topic))
+    return {"topic": _topic_json(topic), **report.model_dump(mode="json")}
+
+
+@router.delete("/topics/{source}", status_code=204)
+async def delete_topic(source: str, services: Services = Depends(require_admin)) -> Response:
+    if not await _kb_call(services.knowledge.kb.delete(source)):
+        raise NotFound(f"no topic with source {source!r}")
+    return Response(status_code=204)
+
+
+@router.post("/import")
+async def import_file(
+    request: Request, format: Literal["jsonl", "markdown"], services: Services = Depends(require_admin)
+) -> dict:
+    """Bulk import (JSONL in the datasets' topic format, or Markdown with one topic per H1).
+
+    Bad lines are reported by number and skipped; the good ones are imported. JSONL lines obey the
+    rules of a JSON request body; a topic over SWITCHBOARD_MAX_TOPIC_CHARS is a bad line. The body
+    limit (SWITCHBOARD_MAX_IMPORT_BYTES) is enforced before the body is read."""
+    body = await request.body()
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        where = f"byte 0x{body[exc.start]:02x} at offset {exc.start}"
+        raise BadRequest(f"import file is not UTF-8 text ({where})") from None
+    report: ImportReport = await _kb_call(import_topics(
+        services.knowledge.kb, text, format,
+        loads=partial(decode_json, where="topic"), max_topic_chars=services.settings.max_topic_chars,
+    ))
+    return report.model_dump(mode="json")
+
+
+@router.post("/search")
+async def search(body: SearchIn, services: Services = Depends(require_admin)) -> dict:
+    if not body.query.strip():
+        raise InvalidInput("query: must not be empty")
+    if len(body.query) > MAX_QUERY_CHARS:
+        raise PayloadTooLarge(f"query is {len(body.query)} characters; the limit is {MAX_QUERY_CHARS}")
+    history = [
+        ChatTurn(role="user", text=h) if isinstance(h, str) else ChatTurn(role=h.role, text=h.text)
+        for h in body.history
+    ]
+    result = await _kb_call(
+        services.knowledge.search(
+            body.query, history, strategy=body.strategy, k=body.k, conversation_meta=body.conversation_meta
+        )
+    )
+    return {
+        "results": [
+            {"source": h.topic.source, "title": h.topic.title, "score": round(h.score, 6)} for h in result.hits
+        ],
+        "strategy": result.strategy,
+        "timings_ms": result.timings_ms,
+        "fallback": result.fallback_reason if result.fell_back else None,
+        "prompt_tokens": result.prompt_tokens,
+    }

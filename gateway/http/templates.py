@@ -1,0 +1,58 @@
+"""``GET/PUT /api/templates/{name}``: operator-editable prompt templates (admin)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel
+
+from gateway.http.auth import require_admin
+from gateway.live.template_store import TEMPLATE_VARIABLES, TemplateVersion
+from gateway.services import Services
+
+router = APIRouter(prefix="/api/templates")
+
+
+class TemplateBody(BaseModel):
+    source: str
+
+
+class TemplateOut(BaseModel):
+    name: str
+    source: str
+    is_default: bool
+    saved_at: datetime | None
+    previous_versions: int
+    variables: list[str]
+
+
+def _out(version: TemplateVersion) -> TemplateOut:
+    return TemplateOut(
+        name=version.name, source=version.source, is_default=version.is_default,
+        saved_at=version.saved_at, previous_versions=version.previous_versions,
+        variables=sorted(TEMPLATE_VARIABLES[version.name]),
+    )
+
+
+@router.get("")
+async def list_templates(services: Services = Depends(require_admin)) -> dict:
+    return {"templates": sorted(TEMPLATE_VARIABLES)}
+
+
+@router.get("/{name}")
+async def get_template(name: str, services: Services = Depends(require_admin)) -> TemplateOut:
+    return _out(await services.live.templates.get(name))
+
+
+@router.put("/{name}")
+async def put_template(name: str, body: TemplateBody, services: Services = Depends(require_admin)) -> TemplateOut:
+    return _out(await services.live.templates.put(name, body.source))
+
+
+@router.get("/{name}/versions")
+async def template_versions(name: str, services: Services = Depends(require_admin)) -> dict:
+    versions = await services.live.templates.history(name)
+    return {"name": name, "versions": [
+        {"source": v.source, "is_default": v.is_default, "saved_at": v.saved_at} for v in versions
+    ]}

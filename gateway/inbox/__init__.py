@@ -1,0 +1,1 @@
+"""The inbox: acknowledged vendor deliveries and the consumers that run their turns."""

@@ -1,0 +1,1 @@
+"""Background jobs: the job registry, RQ workers, the embedded Redis."""

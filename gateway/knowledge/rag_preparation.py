@@ -1,0 +1,158 @@
+"""PrepareRagContext: pick knowledge-base topics for the conversation and store them as ``rag``.
+
+Runs before every reply (and, for voice, when a call starts with earlier history): chat
+channels run it inline; voice runs it as an RQ job on the ``rag`` queue and the reply waits at
+most ``SWITCHBOARD_RAG_VOICE_WAIT_MS`` for it, otherwise going on with the ``rag`` value already
+stored (the documented window where the context reflects the previous turn).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from rq import Queue, Retry
+from rq.job import Job, JobStatus
+
+from gateway.conversation.attributes import PersonaAttributes
+from gateway.conversation.memory import Memory
+from gateway.core.events import ConversationStarted
+from gateway.core.models import Message, RetrievalTrace, Role
+from gateway.core.settings import Settings
+from gateway.turn.pipeline import Turn
+from gateway.turn.responders import KnowledgeHit
+from rag_core.errors import KnowledgeBaseUnavailable
+from rag_core.rag_context import format_rag
+from rag_core.retrieval import ChatTurn, SearchResult
+
+log = logging.getLogger(__name__)
+
+RAG_HISTORY_MESSAGES = 20  # the seed's get_memory(count=20) for the search prompt
+_DONE = {JobStatus.FINISHED, JobStatus.FAILED, JobStatus.STOPPED, JobStatus.CANCELED}
+
+
+def retrieval_trace(result: SearchResult) -> RetrievalTrace:
+    return RetrievalTrace(
+        strategy=result.strategy,
+        candidates=[{"source": c.source, "score": c.score if c.score is not None else 0.0} for c in result.candidates],
+        selected=[hit.topic.source for hit in result.hits],
+        fallback=result.fallback_reason if result.fell_back else None,
+        timings_ms=result.timings_ms,
+    )
+
+
+def knowledge_hits(result: SearchResult) -> list[KnowledgeHit]:
+    return [
+        KnowledgeHit(
+            source=h.topic.source, title=h.topic.title, summary=h.topic.summary, facts=tuple(h.topic.facts),
+            score=h.score,
+        )
+        for h in result.hits
+    ]
+
+
+class PrepareRagContext:
+    def __init__(
+        self,
+        settings: Settings,
+        knowledge,  # gateway.knowledge.search.Knowledge
+        attributes: PersonaAttributes,
+        memory: Memory,
+        queue: Queue,
+    ) -> None:
+        self.settings = settings
+        self.knowledge = knowledge
+        self.attributes = attributes
+        self.memory = memory
+        self.queue = queue
+
+    # -- the algorithm -------------------------------------------------------------------------
+    async def prepare_for(
+        self,
+        persona_id: str,
+        query: str,
+        exclude_message_id: str | None = None,
+        recent: list[Message] | None = None,
+    ) -> SearchResult:
+        """Search with the conversation around ``query`` and store the result as the ``rag`` attribute."""
+        if recent is None:
+            recent = await self.memory.get_memory(persona_id, count=RAG_HISTORY_MESSAGES + 1)
+        history = _history(recent, exclude_message_id)
+        meta = await self.attributes.get(persona_id, "conversation_meta")
+        result = await self.knowledge.search(query, history, conversation_meta=str(meta or ""))
+        await self.attributes.set(persona_id, "rag", format_rag(result.topics))
+        return result
+
+    # -- the pipeline hook ---------------------------------------------------------------------
+    async def prepare(self, turn: Turn) -> None:
+        if turn.voice:
+            await self._queued(turn)
+            return
+        try:
+            result = await self.prepare_for(
+                turn.persona.id, turn.inbound.text, turn.user_message.id, turn.recent or None
+            )
+        except KnowledgeBaseUnavailable as exc:
+            log.warning("knowledge base unavailable; replying without RAG: %s", exc)
+            turn.trace.retrieval = RetrievalTrace(skipped=f"knowledge base unavailable: {exc}")
+            return
+        turn.rag = format_rag(result.topics)
+        turn.hits = knowledge_hits(result)
+        turn.trace.retrieval = retrieval_trace(result)
+
+    async def _queued(self, turn: Turn) -> None:
+        t0 = time.perf_counter()
+        job = await asyncio.to_thread(self.enqueue, turn.persona.id, turn.inbound.text, turn.user_message.id)
+        deadline = t0 + self.settings.rag_voice_wait_ms / 1000
+        status = None
+        while time.perf_counter() < deadline:
+            status = await asyncio.to_thread(job.get_status, refresh=True)
+            if status in _DONE:
+                break
+            await asyncio.sleep(0.02)
+        waited_ms = round((time.perf_counter() - t0) * 1000, 1)
+        turn.rag = str(await self.attributes.get(turn.persona.id, "rag") or "")
+        if status == JobStatus.FINISHED:
+            turn.trace.retrieval = RetrievalTrace.model_validate(job.return_value())
+            turn.trace.retrieval.timings_ms["voice_wait"] = waited_ms
+        else:
+            turn.trace.retrieval = RetrievalTrace(
+                strategy="queued",
+                skipped=f"rag job {job.id} {status or 'pending'} after {waited_ms} ms; used the stored context",
+                timings_ms={"voice_wait": waited_ms},
+            )
+
+    def enqueue(self, persona_id: str, query: str, exclude_message_id: str | None = None) -> Job:
+        from gateway.knowledge.jobs import prepare_rag_context_job
+
+        return self.queue.enqueue(
+            prepare_rag_context_job,
+            self.settings.agent_id,
+            persona_id,
+            query,
+            exclude_message_id,
+            retry=Retry(max=2, interval=[1, 5]),
+            job_timeout=60,
+            result_ttl=300,
+            failure_ttl=24 * 3600,
+        )
+
+    # -- conversation start --------------------------------------------------------------------
+    async def on_conversation_started(self, event: ConversationStarted) -> None:
+        """A call that starts with earlier history (SMS, chat) gets its context before it speaks."""
+        if event.conversation.channel != "twilio_voice":
+            return
+        recent = await self.memory.get_memory(event.persona, count=RAG_HISTORY_MESSAGES)
+        last_user = next((m for m in reversed(recent) if m.role is Role.USER), None)
+        if last_user is not None:
+            await asyncio.to_thread(self.enqueue, event.persona.id, last_user.text, last_user.id)
+
+
+def _history(messages: list[Message], exclude_message_id: str | None) -> list[ChatTurn]:
+    turns = [
+        ChatTurn(role="user" if m.role is Role.USER else "agent", text=m.text)
+        for m in messages
+        if m.id != exclude_message_id and m.role in (Role.USER, Role.AGENT)
+    ]
+    return turns[-RAG_HISTORY_MESSAGES:]

@@ -1,0 +1,1 @@
+"""Prompt assembly and live context: templates, sections, calendar, feeds, data injection, timers."""

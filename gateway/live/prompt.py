@@ -1,0 +1,173 @@
+"""Prompt assembly: the operator's ``system`` template filled with named, size-budgeted sections,
+the RAG placeholder, then cross-channel memory as chat messages.
+
+Sections (in the default template's order): ``instructions`` (business instructions),
+``conversation_meta`` and ``custom_sections`` (inside ``<ConversationMeta>``), ``calendar``
+(``<ConvoAgentCalendar>``), ``injected_data`` (data injection + feeds), ``rag``
+(``<AdditionalInformation>``), and ``memory``. Each is cut to its token budget at a boundary with a
+marker; ``AssembledPrompt.sections`` reports every section's size and what was cut.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+from gateway.conversation.attributes import (
+    CONVERSATION_META,
+    CUSTOM_PROMPT_SECTION,
+    AttributeSpec,
+    CustomerAttributes,
+    PersonaAttributes,
+    declare_customer_attribute,
+)
+from gateway.core.clock import describe_age
+from gateway.core.models import Message, PromptMessage, Role
+from gateway.live.budget import Sized, fit
+from gateway.live.calendar import TIMEZONE, day_label
+from gateway.live.context import LiveContext
+from gateway.live.feeds import FeedEntry
+from gateway.live.template_store import TemplateRenderFailed
+from rag_core.rag_context import replace_rag_placeholder
+from rag_core.tokens import estimate_tokens
+
+log = logging.getLogger(__name__)
+
+_CHAT_ROLES = {Role.USER: "user", Role.AGENT: "assistant"}
+
+DEFAULT_BUDGETS: dict[str, int] = {
+    "instructions": 1500,
+    "conversation_meta": 600,
+    "custom_sections": 1000,
+    "calendar": 1000,
+    "injected_data": 2000,
+    "rag": 2500,
+    "memory": 4000,
+}
+
+AGENT_NAME = declare_customer_attribute(
+    AttributeSpec("project_attributes_setting_agent_name", str, "Switchboard", "the agent's name"))
+BUSINESS_NAME = declare_customer_attribute(
+    AttributeSpec("project_attributes_setting_business_name", str, "our business", "the business's name"))
+BUSINESS_INSTRUCTIONS = declare_customer_attribute(
+    AttributeSpec("project_attributes_setting_business_instructions", str, "",
+                  "instructions for the agent, placed at the top of the system prompt"))
+
+
+@dataclass
+class AssembledPrompt:
+    messages: list[PromptMessage]
+    sections: dict[str, dict[str, int | bool]] = field(default_factory=dict)
+
+
+@dataclass
+class PromptInputs:
+    persona_id: str
+    channel: str
+    memory: list[Message]
+    rag: str = ""
+    variables: dict[str, object] = field(default_factory=dict)
+
+
+def render_feed(entry: FeedEntry, now: datetime) -> str:
+    return f'<{entry.feed} updated="{describe_age(entry.received_at, now)}">\n{entry.text}\n</{entry.feed}>'
+
+
+def fit_memory(memory: list[Message], max_tokens: int) -> tuple[list[Message], Sized]:
+    """The newest messages that fit ``max_tokens`` (the latest one always); whole messages are dropped."""
+    kept: list[Message] = []
+    used = 0
+    for message in reversed(memory):
+        cost = estimate_tokens(message.text)
+        if kept and used + cost > max_tokens:
+            break
+        kept.append(message)
+        used += cost
+    kept.reverse()
+    dropped = memory[: len(memory) - len(kept)]
+    size = Sized(
+        text="", tokens=used, truncated=bool(dropped), cut_chars=sum(len(m.text) for m in dropped)
+    )
+    return kept, size
+
+
+class PromptBuilder:
+    def __init__(
+        self,
+        live: LiveContext,
+        persona_attributes: PersonaAttributes,
+        customer_attributes: CustomerAttributes,
+        budgets: dict[str, int] | None = None,
+    ) -> None:
+        self.live = live
+        self.persona_attributes = persona_attributes
+        self.customer_attributes = customer_attributes
+        self.budgets = {**DEFAULT_BUDGETS, **(budgets or {})}
+
+    async def sections(self, inputs: PromptInputs) -> dict[str, str]:
+        """The raw content of every text section, before budgets."""
+        return (await self._read(inputs))[0]
+
+    async def _read(self, inputs: PromptInputs) -> tuple[dict[str, str], dict]:
+        # Independent reads, in flight together: a turn waits for the slowest, not for their sum.
+        persona, customer, calendar, injection, feeds = await asyncio.gather(
+            self.persona_attributes.all(inputs.persona_id),
+            self.customer_attributes.all(),
+            self.live.calendar.current(),
+            self.live.data_injection.section(),
+            self.live.feeds.live(inputs.persona_id),
+        )
+        now = self.live.clock.now()
+        injected = [injection, *(render_feed(e, now) for e in feeds)]
+        raw = {
+            "instructions": customer[BUSINESS_INSTRUCTIONS.name].strip(),
+            "conversation_meta": persona[CONVERSATION_META.name].strip(),
+            "custom_sections": persona[CUSTOM_PROMPT_SECTION.name].strip(),
+            "calendar": calendar,
+            "injected_data": "\n\n".join(part for part in injected if part),
+            "rag": inputs.rag.strip(),
+        }
+        return raw, customer
+
+    async def build(self, inputs: PromptInputs) -> AssembledPrompt:
+        raw, customer = await self._read(inputs)
+        sized = {name: fit(text, self.budgets[name]) for name, text in raw.items()}
+        zone = ZoneInfo(customer[TIMEZONE.name])
+        local = self.live.clock.now().astimezone(zone)
+        variables: dict[str, object] = {
+            "agent_name": customer[AGENT_NAME.name],
+            "business_name": customer[BUSINESS_NAME.name],
+            "business_instructions": sized["instructions"].text,
+            "channel": inputs.channel,
+            "conversation_meta": sized["conversation_meta"].text,
+            "custom_sections": sized["custom_sections"].text,
+            "calendar": sized["calendar"].text,
+            "injected_data": sized["injected_data"].text,
+            "now": f"{day_label(local.date())}, {local:%H:%M}",
+            "timezone": zone.key,
+            "persona_id": inputs.persona_id,
+            **inputs.variables,
+        }
+        fallback = False
+        try:
+            system = await self.live.templates.render("system", **variables)
+        except TemplateRenderFailed as exc:
+            # A live template that passed its checks can still fail on real data: answer anyway.
+            log.error("system template failed, using the packaged default: %s", exc.message)
+            system = self.live.templates.render_default("system", **variables)
+            fallback = True
+        system = replace_rag_placeholder(system, sized["rag"].text).strip() + "\n"
+        memory, memory_size = fit_memory(inputs.memory, self.budgets["memory"])
+        messages = [PromptMessage(role="system", content=system)]
+        messages += [
+            PromptMessage(role=_CHAT_ROLES[m.role], content=m.text) for m in memory if m.role in _CHAT_ROLES
+        ]
+        report = {name: size.report() for name, size in sized.items()}
+        report["memory"] = {**memory_size.report(), "chars": sum(len(m.text) for m in memory),
+                            "messages": len(memory)}
+        report["system"] = {"chars": len(system), "tokens": estimate_tokens(system), "truncated": False,
+                            "default_template": fallback}
+        return AssembledPrompt(messages=messages, sections=report)

@@ -1,0 +1,177 @@
+"""Operator-editable Jinja2 prompt templates: packaged defaults, overrides in Redis, every save versioned.
+
+Templates run in a ``SandboxedEnvironment`` with ``StrictUndefined``. A save is checked before it
+goes live — syntax, variables the template may not use, and a trial render with sample values
+(which also trips the sandbox) — and refused with the line number; the old version stays live.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import traceback
+from dataclasses import dataclass
+from datetime import datetime
+from importlib import resources
+
+from jinja2 import StrictUndefined, Template, TemplateSyntaxError, meta, nodes
+from jinja2.sandbox import SandboxedEnvironment
+
+from gateway.conversation.store import RedisStore
+from gateway.core.clock import Clock
+from gateway.core.errors import InvalidInput, NotFound, PayloadTooLarge
+
+MAX_SOURCE_CHARS = 100_000
+HISTORY = 50
+
+_SYSTEM_SAMPLE: dict[str, object] = {
+    "agent_name": "Switchboard",
+    "business_name": "Example Ltd",
+    "business_instructions": "Be kind.",
+    "channel": "webchat",
+    "conversation_meta": "name: Ada",
+    "custom_sections": "<note>\nsample\n</note>\n---\n",
+    "calendar": "today Monday 24th of February 2026",
+    "injected_data": "<ExternalData updated=\"just now\">\nsample\n</ExternalData>",
+    "now": "2026-02-24 09:00 UTC",
+    "timezone": "UTC",
+    "persona_id": "0" * 32,
+}
+
+#: Every template the gateway renders, with sample values for each variable it is given.
+TEMPLATE_VARIABLES: dict[str, dict[str, object]] = {
+    "system": _SYSTEM_SAMPLE,
+    "conversation_meta": {"current_meta": "name: Ada", "history": "User: hi\nAgent: hello"},
+    "data_summary": {"data": "sample data", "max_tokens": 500},
+}
+
+
+class TemplateInvalid(InvalidInput):
+    def __init__(self, name: str, line: int | None, problem: str) -> None:
+        where = f" line {line}" if line else ""
+        super().__init__(f"template {name!r}{where}: {problem}")
+        self.line = line
+
+
+class TemplateRenderFailed(InvalidInput):
+    """A live template failed while rendering (the caller falls back to the packaged default)."""
+
+
+@dataclass(frozen=True)
+class TemplateVersion:
+    name: str
+    source: str
+    is_default: bool
+    saved_at: datetime | None = None
+    previous_versions: int = 0
+
+
+@functools.cache
+def default_source(name: str) -> str:
+    return resources.files("gateway.templates").joinpath(f"{name}.j2").read_text(encoding="utf-8")
+
+
+def _template_line(exc: BaseException) -> int | None:
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == "<template>"]
+    return frames[-1].lineno if frames else None
+
+
+class TemplateStore:
+    def __init__(self, store: RedisStore, clock: Clock) -> None:
+        self.store = store
+        self.clock = clock
+        self.env = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+        self._compiled: dict[str, Template] = {}
+
+    def _key(self, name: str, *rest: str) -> str:
+        return self.store.key("template", name, *rest)
+
+    @staticmethod
+    def _known(name: str) -> dict[str, object]:
+        try:
+            return TEMPLATE_VARIABLES[name]
+        except KeyError:
+            raise NotFound(f"no template named {name!r}; known: {', '.join(TEMPLATE_VARIABLES)}") from None
+
+    async def get(self, name: str) -> TemplateVersion:
+        self._known(name)
+        raw = await self.store.redis.get(self._key(name))
+        versions = await self.store.redis.llen(self._key(name, "history"))
+        if raw is None:
+            return TemplateVersion(name, default_source(name), True, None, versions)
+        saved = json.loads(raw)
+        return TemplateVersion(name, saved["source"], False, datetime.fromisoformat(saved["saved_at"]), versions)
+
+    async def history(self, name: str) -> list[TemplateVersion]:
+        self._known(name)
+        raws = await self.store.redis.lrange(self._key(name, "history"), 0, -1)
+        out = []
+        for raw in raws:
+            saved = json.loads(raw)
+            saved_at = datetime.fromisoformat(saved["saved_at"]) if saved["saved_at"] else None
+            out.append(TemplateVersion(name, saved["source"], saved["saved_at"] is None, saved_at))
+        return out
+
+    async def put(self, name: str, source: str) -> TemplateVersion:
+        self.check(name, source)
+        previous = await self.get(name)
+        saved_at = self.clock.now()
+        old = {"source": previous.source,
+               "saved_at": previous.saved_at.isoformat() if previous.saved_at else None}
+        pipe = self.store.redis.pipeline(transaction=True)
+        pipe.lpush(self._key(name, "history"), json.dumps(old))
+        pipe.ltrim(self._key(name, "history"), 0, HISTORY - 1)
+        pipe.set(self._key(name), json.dumps({"source": source, "saved_at": saved_at.isoformat()}))
+        await pipe.execute()
+        return await self.get(name)
+
+    def check(self, name: str, source: str) -> Template:
+        """Compile and trial-render ``source``; ``TemplateInvalid`` (with the line) when it cannot go live."""
+        sample = self._known(name)
+        if len(source) > MAX_SOURCE_CHARS:
+            raise PayloadTooLarge(f"template {name!r} is longer than {MAX_SOURCE_CHARS} characters")
+        try:
+            tree = self.env.parse(source)
+        except TemplateSyntaxError as exc:
+            raise TemplateInvalid(name, exc.lineno, exc.message or "syntax error") from exc
+        unknown = meta.find_undeclared_variables(tree) - set(sample) - set(self.env.globals)
+        if unknown:
+            first = min(
+                (n for n in tree.find_all(nodes.Name) if n.name in unknown and n.ctx == "load"),
+                key=lambda n: n.lineno,
+            )
+            raise TemplateInvalid(
+                name, first.lineno,
+                f"{first.name!r} is undefined; available variables: {', '.join(sorted(sample))}",
+            )
+        template = self.env.from_string(source)
+        try:
+            template.render(**sample)
+        except Exception as exc:  # any failure of the trial render refuses the template
+            raise TemplateInvalid(name, _template_line(exc), f"{type(exc).__name__}: {exc}") from exc
+        return template
+
+    def compiled(self, name: str, source: str) -> Template:
+        template = self._compiled.get(source)
+        if template is None:
+            template = self.env.from_string(source)
+            if len(self._compiled) > 32:
+                self._compiled.clear()
+            self._compiled[source] = template
+        return template
+
+    async def render(self, name: str, **variables: object) -> str:
+        """Render the live version; ``TemplateRenderFailed`` names the line that failed."""
+        self._known(name)
+        raw = await self.store.redis.get(self._key(name))  # one read per render: this is on every turn
+        source = json.loads(raw)["source"] if raw is not None else default_source(name)
+        try:
+            return self.compiled(name, source).render(**variables)
+        except Exception as exc:  # translated once, here, for every template user
+            line = _template_line(exc)
+            raise TemplateRenderFailed(
+                f"template {name!r}{f' line {line}' if line else ''}: {type(exc).__name__}: {exc}"
+            ) from exc
+
+    def render_default(self, name: str, **variables: object) -> str:
+        return self.compiled(name, default_source(name)).render(**variables)

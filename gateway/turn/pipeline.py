@@ -1,0 +1,343 @@
+"""The turn: dedup → persona → conversation → persist → context → prompt → reply → deliver → trace.
+
+``accept`` does the part a webhook must finish before it acknowledges (dedup, persist the user
+message, take the conversation's turn ticket); ``run`` does the rest and may happen later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from pydantic import BaseModel
+
+from gateway.channel import DeliveryReport, ReplySink
+from gateway.conversation.memory import Memory
+from gateway.conversation.sessions import Sessions
+from gateway.conversation.store import RedisStore
+from gateway.conversation.turn_lock import TurnLock
+from gateway.core.errors import LLMError
+from gateway.core.events import EventBus, TurnCompleted
+from gateway.core.logs import turn_context
+from gateway.core.metrics import Metrics
+from gateway.core.models import (
+    Conversation,
+    DeliveryStatus,
+    InboundMessage,
+    Message,
+    Persona,
+    Role,
+    StageTiming,
+    TurnTrace,
+    utcnow,
+)
+from gateway.core.settings import Settings
+from gateway.live.prompt import PromptInputs
+from gateway.turn.responders import KnowledgeHit, Reply, ReplyRequest, Responder
+
+log = logging.getLogger(__name__)
+
+RECENT_FOR_CONTEXT = 21  # the seed's RAG history (20 messages) plus the message being answered
+
+
+@dataclass
+class Turn:
+    """Everything one turn knows; context preparers and the prompt builder read and add to it."""
+
+    inbound: InboundMessage
+    persona: Persona
+    conversation: Conversation
+    user_message: Message
+    ticket: int
+    started: bool
+    trace: TurnTrace
+    memory: list[Message] = field(default_factory=list)  # what the prompt shows
+    recent: list[Message] = field(default_factory=list)  # a longer window, for context preparers
+    rag: str = ""
+    hits: list[KnowledgeHit] = field(default_factory=list)
+    voice: bool = False
+
+    # What ``run`` works out again from the store when it starts; everything else is saved.
+    RECOMPUTED = frozenset({"memory", "recent", "rag", "hits"})
+
+    def snapshot(self) -> str:
+        """The accepted turn as JSON, to run it in another process (after a crash)."""
+        return TurnSnapshot.of(self).model_dump_json()
+
+    @classmethod
+    def restore(cls, raw: str | bytes) -> Turn:
+        return TurnSnapshot.model_validate_json(raw).turn()
+
+
+class TurnSnapshot(BaseModel):
+    """What an accepted turn is before it runs: enough to run it in another process after a crash."""
+
+    inbound: InboundMessage
+    persona: Persona
+    conversation: Conversation
+    user_message: Message
+    ticket: int
+    started: bool
+    trace: TurnTrace
+    voice: bool = False
+
+    @classmethod
+    def of(cls, turn: Turn) -> TurnSnapshot:
+        return cls(**{name: getattr(turn, name) for name in cls.model_fields})
+
+    def turn(self) -> Turn:
+        return Turn(**{name: getattr(self, name) for name in type(self).model_fields})
+
+
+class ContextPreparer(Protocol):
+    """Runs before the prompt is built (RAG context, live data); may fill ``turn.rag`` and the trace."""
+
+    async def prepare(self, turn: Turn) -> None: ...
+
+
+class PromptAssembler(Protocol):
+    async def build(self, inputs: PromptInputs): ...  # -> AssembledPrompt
+
+
+@dataclass
+class TurnOutcome:
+    turn: Turn
+    reply: Reply
+    agent_message: Message
+    delivery: DeliveryReport
+
+
+class _Stopwatch:
+    def __init__(self, trace: TurnTrace, metrics: Metrics) -> None:
+        self.trace, self.metrics = trace, metrics
+        self.mark = time.perf_counter()
+
+    def lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        seconds = now - self.mark
+        self.mark = now
+        self.trace.stages.append(StageTiming(stage=stage, ms=round(seconds * 1000, 3)))
+        self.metrics.stage_seconds.labels(stage).observe(seconds)
+
+
+class TurnPipeline:
+    def __init__(
+        self,
+        settings: Settings,
+        store: RedisStore,
+        sessions: Sessions,
+        memory: Memory,
+        lock: TurnLock,
+        prompts: PromptAssembler,
+        responder: Responder,
+        events: EventBus,
+        metrics: Metrics,
+        preparers: Sequence[ContextPreparer] = (),
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.sessions = sessions
+        self.memory = memory
+        self.lock = lock
+        self.prompts = prompts
+        self.responder = responder
+        self.events = events
+        self.metrics = metrics
+        self.preparers = list(preparers)
+
+    async def accept(self, inbound: InboundMessage, *, voice: bool = False) -> Turn | None:
+        """Persist the user message and take a turn ticket; ``None`` for a duplicate delivery."""
+        t0 = time.perf_counter()
+        if not await self.store.claim_once("msg", inbound.channel, inbound.external_message_id):
+            self.metrics.duplicates.labels(inbound.channel).inc()
+            return None
+        ticket: int | None = None
+        try:
+            persona = await self.store.resolve_persona(inbound.identity, inbound.display_name)
+            conversation, started = await self.sessions.open(persona, inbound)
+            ticket = await self.lock.take_ticket(conversation.id)
+            user_message = Message(
+                conversation_id=conversation.id,
+                persona_id=persona.id,
+                role=Role.USER,
+                channel=inbound.channel,
+                text=inbound.text,
+                external_id=inbound.external_message_id,
+                created_at=inbound.received_at,
+            )
+            trace = TurnTrace(
+                conversation_id=conversation.id,
+                persona_id=persona.id,
+                channel=inbound.channel,
+                user_message_id=user_message.id,
+            )
+            user_message.turn_id = trace.turn_id
+            await self.store.add_message(user_message)
+        except Exception:
+            # Nothing was answered: let the vendor's retry (or the user's resend) try again, and let
+            # the conversation's next turn go ahead instead of waiting for a ticket nobody will use.
+            if ticket is not None:
+                await self.lock.pass_ticket(conversation.id, ticket)
+            await self.store.release_claim("msg", inbound.channel, inbound.external_message_id)
+            raise
+        trace.stages.append(StageTiming(stage="accept", ms=round((time.perf_counter() - t0) * 1000, 3)))
+        return Turn(inbound, persona, conversation, user_message, ticket, started, trace, voice=voice)
+
+    async def run(self, turn: Turn, sink: ReplySink) -> TurnOutcome:
+        t0 = time.perf_counter()
+        turn_context.set({"conversation_id": turn.conversation.id, "turn_id": turn.trace.turn_id})
+        clock = _Stopwatch(turn.trace, self.metrics)
+        async with self.lock.hold(turn.conversation.id, turn.ticket, self.settings.turn_lock_ttl_s):
+            clock.lap("lock_wait")
+            # One deadline for the whole turn: context (retrieval, the search LLM) may use half of it,
+            # the reply (with its retries) what is left; past it the user gets the fallback message.
+            now = asyncio.get_running_loop().time()
+            deadline = now + self.settings.turn_deadline_s
+            prompt = await self.compose(turn, clock, context_deadline=now + self.settings.turn_deadline_s / 2)
+            turn.trace.prompt = prompt.messages
+            turn.trace.sections = prompt.sections
+            clock.lap("prompt")
+            reply = await self._reply(turn, prompt.messages, sink, deadline)
+            clock.lap("llm")
+            agent_message = Message(
+                conversation_id=turn.conversation.id,
+                persona_id=turn.persona.id,
+                role=Role.AGENT,
+                channel=turn.inbound.channel,
+                text=reply.text,
+                turn_id=turn.trace.turn_id,
+                delivery=DeliveryStatus.PENDING,
+            )
+            await self.store.add_message(agent_message)
+            delivery = await self._deliver(sink, reply.text)
+            agent_message.delivery = (
+                DeliveryStatus.DELIVERED if delivery.delivered else DeliveryStatus.FAILED
+            )
+            agent_message.delivery_error = delivery.error
+            clock.lap("deliver")
+            trace = turn.trace
+            trace.agent_message_id = agent_message.id
+            trace.reply = reply.text
+            trace.model = reply.model
+            trace.responder = reply.responder
+            trace.usage = reply.usage
+            trace.delivery_error = delivery.error
+            trace.total_ms = round((time.perf_counter() - t0) * 1000, 3)
+            turn.conversation.last_activity_at = utcnow()
+            await self.store.finish_turn(agent_message, turn.conversation, trace, self.sessions.activity_key)
+        self.metrics.turns.labels(turn.inbound.channel, reply.responder).inc()
+        self.metrics.turn_seconds.labels(turn.inbound.channel).observe(time.perf_counter() - t0)
+        await self.events.publish(
+            TurnCompleted(turn.persona.id, turn.conversation.id, turn.trace.turn_id)
+        )
+        return TurnOutcome(turn=turn, reply=reply, agent_message=agent_message, delivery=delivery)
+
+    async def compose(self, turn: Turn, clock: _Stopwatch | None = None, pending: Message | None = None,
+                      context_deadline: float | None = None):
+        """Memory → context preparers → prompt: the part of a turn the prompt preview shares.
+
+        ``pending`` is a user message that is not stored (a preview's sample text); context
+        preparers that are still running at ``context_deadline`` (loop time) are cut off."""
+        # One read serves the prompt and the RAG search (which wants a longer history).
+        turn.recent = self._memory_for(turn, await self.memory.get_memory(
+            turn.persona, count=max(self.settings.memory_count, RECENT_FOR_CONTEXT),
+            max_chars=self.settings.memory_max_chars,
+        ))
+        turn.memory = turn.recent[-self.settings.memory_count:]
+        if pending is not None:
+            turn.memory.append(pending)
+        if clock is not None:
+            clock.lap("memory")
+        for preparer in self.preparers:
+            await self._prepare(preparer, turn, context_deadline)
+        if clock is not None:
+            clock.lap("context")
+        return await self.prompts.build(
+            PromptInputs(
+                persona_id=turn.persona.id,
+                channel=turn.inbound.channel,
+                memory=turn.memory,
+                rag=turn.rag,
+            )
+        )
+
+    async def preview(self, persona: Persona, text: str, channel: str = "preview"):
+        """The prompt a turn would send for ``text`` now (the same path as ``run``); nothing is stored."""
+        inbound = InboundMessage(
+            channel=channel, external_user_id=persona.id, external_message_id="preview",
+            identity=f"preview:{persona.id}", text=text,
+        )
+        conversation = Conversation(persona_id=persona.id, channel=channel)
+        user_message = Message(
+            conversation_id=conversation.id, persona_id=persona.id, role=Role.USER, channel=channel, text=text
+        )
+        trace = TurnTrace(
+            conversation_id=conversation.id, persona_id=persona.id, channel=channel,
+            user_message_id=user_message.id,
+        )
+        turn = Turn(inbound, persona, conversation, user_message, ticket=0, started=False, trace=trace)
+        return await self.compose(turn, pending=user_message)
+
+    async def handle(self, inbound: InboundMessage, sink: ReplySink) -> TurnOutcome | None:
+        turn = await self.accept(inbound)
+        return None if turn is None else await self.run(turn, sink)
+
+    @staticmethod
+    def _memory_for(turn: Turn, memory: list[Message]) -> list[Message]:
+        """User messages that arrived after this one are waiting for their own turns: not yet said."""
+        own = turn.user_message
+        return [
+            m for m in memory
+            if not (m.role is Role.USER and m.id != own.id and m.created_at > own.created_at)
+        ]
+
+    async def _prepare(self, preparer: ContextPreparer, turn: Turn, deadline: float | None) -> None:
+        try:
+            async with asyncio.timeout_at(deadline):
+                await preparer.prepare(turn)
+        except TimeoutError:  # context is an enrichment: the turn goes on without it
+            log.warning("context preparer %s cut off at half the turn deadline", type(preparer).__name__)
+            _note(turn, f"{type(preparer).__name__}: cut off after {self.settings.turn_deadline_s / 2:g} s "
+                        "(half of SWITCHBOARD_TURN_DEADLINE_S); answered without it")
+        except Exception as exc:  # context is an enrichment: the turn goes on without it
+            log.exception("context preparer %s failed", type(preparer).__name__)
+            _note(turn, f"{type(preparer).__name__}: {type(exc).__name__}: {exc}")
+
+    async def _reply(self, turn: Turn, prompt, sink: ReplySink, deadline: float) -> Reply:
+        """The responder's reply, or the fallback message once, with the reason in the trace."""
+        request = ReplyRequest(
+            prompt=prompt, hits=turn.hits, on_delta=sink.delta if sink.streaming else None
+        )
+        try:
+            async with asyncio.timeout_at(deadline):
+                return await self.responder.reply(request)
+        except LLMError as exc:
+            kind, problem = type(exc.__cause__ or exc).__name__, exc.message
+        except TimeoutError:
+            kind = "TurnDeadline"
+            problem = f"no reply within the turn deadline ({self.settings.turn_deadline_s:g} s)"
+        except Exception as exc:  # a reply is owed whatever broke: never a 500, never an empty reply
+            log.exception("responder failed for turn %s", turn.trace.turn_id)
+            kind, problem = type(exc).__name__, f"responder failed: {type(exc).__name__}: {exc}"
+        self.metrics.llm_errors.labels(kind).inc()
+        log.warning("LLM failed for turn %s: %s", turn.trace.turn_id, problem)
+        _note(turn, problem)
+        return Reply(text=self.settings.llm_fallback_message, responder="fallback")
+
+    async def _deliver(self, sink: ReplySink, text: str) -> DeliveryReport:
+        try:
+            report = await sink.deliver(text)
+        except Exception as exc:
+            log.exception("delivery failed")
+            report = DeliveryReport(delivered=False, error=f"{type(exc).__name__}: {exc}")
+        if not report.delivered:
+            self.metrics.delivery_failures.labels(getattr(sink, "channel", "unknown")).inc()
+        return report
+
+
+def _note(turn: Turn, problem: str) -> None:
+    turn.trace.error = f"{turn.trace.error}; {problem}" if turn.trace.error else problem

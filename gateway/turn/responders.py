@@ -1,0 +1,98 @@
+"""Who writes the reply: the language model, or the offline responder when none is configured."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from gateway.core.models import PromptMessage, TokenUsage
+from gateway.core.settings import Settings
+from gateway.turn.llm import LLMClient
+from rag_core.tokenizer import tokenize
+
+DeltaCallback = Callable[[str], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class KnowledgeHit:
+    """A knowledge-base topic the turn's retrieval found, as the offline responder needs it."""
+
+    source: str
+    title: str
+    summary: str
+    score: float
+    facts: tuple[str, ...] = ()
+
+
+@dataclass
+class ReplyRequest:
+    prompt: Sequence[PromptMessage]
+    hits: Sequence[KnowledgeHit] = ()
+    on_delta: DeltaCallback | None = None
+
+
+@dataclass
+class Reply:
+    text: str
+    responder: str
+    model: str | None = None
+    usage: TokenUsage = field(default_factory=TokenUsage)
+
+
+class Responder(Protocol):
+    """Produces a reply from the assembled prompt; streams through ``on_delta`` when given."""
+
+    async def reply(self, request: ReplyRequest) -> Reply: ...
+
+
+class LLMResponder:
+    def __init__(self, llm: LLMClient) -> None:
+        self.llm = llm
+
+    async def reply(self, request: ReplyRequest) -> Reply:
+        if request.on_delta is None:
+            done = await self.llm.complete(request.prompt)
+            return Reply(text=done.text, responder="llm", model=self.llm.model, usage=done.usage)
+        usage = TokenUsage()
+        parts: list[str] = []
+        async for piece in self.llm.stream(request.prompt, usage):
+            parts.append(piece)
+            await request.on_delta(piece)
+        return Reply(text="".join(parts), responder="llm", model=self.llm.model, usage=usage)
+
+
+class OfflineResponder:
+    """No language model: answer with the best knowledge-base topic when it clearly matches.
+
+    Retrieval scores are relative (fused ranks), so confidence is absolute and lexical instead:
+    the share of the question's content words (stemmed, stop words dropped) that the best topic
+    contains. At ``offline_min_score`` or above the reply is that topic; below it,
+    ``offline_unknown_message``; with an empty knowledge base it says plainly that no language
+    model is configured.
+    """
+
+    def __init__(self, settings: Settings, topic_count: Callable[[], Awaitable[int]] | None = None) -> None:
+        self.settings = settings
+        self.topic_count = topic_count
+
+    async def reply(self, request: ReplyRequest) -> Reply:
+        question = next((m.content for m in reversed(request.prompt) if m.role == "user"), "")
+        best = request.hits[0] if request.hits else None
+        if best is not None and coverage(question, best) >= self.settings.offline_min_score:
+            text = f"{best.title}\n\n{best.summary}".strip()
+        elif self.topic_count is not None and await self.topic_count() > 0:
+            text = self.settings.offline_unknown_message
+        else:
+            text = self.settings.offline_message
+        if request.on_delta is not None:
+            await request.on_delta(text)
+        return Reply(text=text, responder="offline")
+
+
+def coverage(question: str, hit: KnowledgeHit) -> float:
+    asked = set(tokenize(question))
+    if not asked:
+        return 0.0
+    known = set(tokenize(" ".join((hit.title, *hit.facts, hit.summary))))
+    return len(asked & known) / len(asked)
