@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from gateway.services import Services
+from gateway.channel import ChannelContext
 
 
-def install(app: FastAPI, services: Services) -> None:
+def install(app: FastAPI, context: ChannelContext) -> None:
     """Mount the operator UI (filled in by the admin UI work)."""

@@ -7,10 +7,17 @@ from typing import NoReturn
 
 from channels.errors import ChannelRateLimited, ChannelUnavailable
 from channels.outbound_retry import RetryPolicy, send_with_retry
-from gateway.channel import DeliveryReport, SendWork, TurnWork, Work
-from gateway.core.errors import ChannelDeliveryError, Forbidden, Unauthorized
-from gateway.services import Services
-from gateway.turn.runner import TurnRunner
+from gateway.channel import (
+    ChannelContext,
+    ChannelDeliveryError,
+    DeliveryReport,
+    Forbidden,
+    SendWork,
+    TurnRunner,
+    TurnWork,
+    Unauthorized,
+    Work,
+)
 
 __all__ = ["deliver_parts", "reject_unverified", "run_work", "turn_runner"]
 
@@ -34,16 +41,16 @@ async def deliver_parts(
     return DeliveryReport(delivered=True, parts=len(parts), external_ids=tuple(sent))
 
 
-def reject_unverified(services: Services, channel: str, why: str, *, status: int = 401) -> NoReturn:
+def reject_unverified(context: ChannelContext, channel: str, why: str, *, status: int = 401) -> NoReturn:
     """Count the refusal and answer 401/403 before anything is parsed or stored."""
-    services.metrics.rejected.labels(channel, "signature").inc()
+    context.metrics.rejected.labels(channel, "signature").inc()
     raise (Forbidden if status == 403 else Unauthorized)(why)
 
 
-def turn_runner(services: Services) -> TurnRunner:
-    if services.turns is None:
-        raise RuntimeError("Services.turns is not set: build services with Services.build")
-    return services.turns
+def turn_runner(context: ChannelContext) -> TurnRunner:
+    if context.turns is None:
+        raise RuntimeError("ChannelContext.turns is not set: build context with ChannelContext.build")
+    return context.turns
 
 
 def run_work(runner: TurnRunner, work: Work | None) -> None:

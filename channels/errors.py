@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.core.errors import ChannelDeliveryError
+from gateway.channel import ChannelDeliveryError
 
 __all__ = ["ChannelRateLimited", "ChannelRejected", "ChannelUnavailable"]
 

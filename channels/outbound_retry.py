@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from channels.errors import ChannelRateLimited, ChannelUnavailable
-from gateway.core.settings import Settings
+from gateway.channel import Settings
 
 __all__ = ["RetryPolicy", "send_with_retry"]
 

@@ -10,14 +10,12 @@ from fastapi import APIRouter, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from starlette.routing import Route
 
-from gateway.channel import ChannelAdapter, InboxHandler
-from gateway.core.settings import Settings
-from gateway.services import Services
+from gateway.channel import ChannelAdapter, ChannelContext, InboxHandler, Settings
 
 
 @dataclass(frozen=True)
 class ChannelEntry:
-    """A channel module (with a ``build(services)`` factory) and when it is configured.
+    """A channel module (with a ``build(context)`` factory) and when it is configured.
 
     Vendor SDKs are imported only for configured channels: aiogram alone takes seconds to import.
     """
@@ -41,12 +39,12 @@ CHANNELS: dict[str, ChannelEntry] = {
 }
 
 
-def build_adapters(services: Services) -> dict[str, ChannelAdapter]:
+def build_adapters(context: ChannelContext) -> dict[str, ChannelAdapter]:
     adapters = {}
     for name, entry in CHANNELS.items():
-        if not entry.configured(services.settings):
+        if not entry.configured(context.settings):
             continue
-        adapter = import_module(entry.module).build(services)
+        adapter = import_module(entry.module).build(context)
         if adapter is not None:
             adapters[name] = adapter
     return adapters
@@ -64,31 +62,31 @@ def _mount(app: FastAPI, router: APIRouter) -> None:
     app.include_router(router)
 
 
-def _register_handlers(services: Services, adapters: dict[str, ChannelAdapter]) -> None:
+def _register_handlers(context: ChannelContext, adapters: dict[str, ChannelAdapter]) -> None:
     for name, adapter in adapters.items():
         if isinstance(adapter, InboxHandler):
-            services.inbox_handlers[name] = adapter
+            context.inbox_handlers[name] = adapter
 
 
-def install_worker(services: Services) -> None:
+def install_worker(context: ChannelContext) -> None:
     """The ``switchboard.workers`` entry point: consume the inbox of every configured channel here.
 
     No routes and no ``start`` (no webhook registration, no polling): only the vendor clients that
     send replies, closed when the worker stops."""
-    adapters = build_adapters(services)
-    _register_handlers(services, adapters)
+    adapters = build_adapters(context)
+    _register_handlers(context, adapters)
     for adapter in adapters.values():
-        services.on_stop.append(adapter.stop)
+        context.on_stop.append(adapter.stop)
 
 
-def install(app: FastAPI, services: Services) -> None:
+def install(app: FastAPI, context: ChannelContext) -> None:
     """The ``switchboard.plugins`` entry point: mount every configured channel on the app."""
-    adapters = build_adapters(services)
-    _register_handlers(services, adapters)
+    adapters = build_adapters(context)
+    _register_handlers(context, adapters)
     for adapter in adapters.values():
         _mount(app, adapter.router())
-        services.on_start.append(adapter.start)
-        services.on_stop.append(adapter.stop)
+        context.on_start.append(adapter.start)
+        context.on_stop.append(adapter.stop)
     app.state.channels = adapters
     # The widget talks to /api/chat from any site that embeds it; auth is the session bearer token
     # (no cookies), so any origin may call it.

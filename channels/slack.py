@@ -32,12 +32,18 @@ from channels.delivery import deliver_parts, reject_unverified, turn_runner
 from channels.errors import ChannelRateLimited, ChannelRejected, ChannelUnavailable
 from channels.outbound_retry import RetryPolicy
 from channels.render import render
-from gateway.channel import Capabilities, DeliveryRejected, DeliveryReport, TurnWork
-from gateway.core.errors import BadRequest
-from gateway.core.models import InboundMessage
-from gateway.http.json_body import InvalidJSON, decode_json
-from gateway.inbox.stream import Delivery
-from gateway.services import Services
+from gateway.channel import (
+    BadRequest,
+    Capabilities,
+    ChannelContext,
+    Delivery,
+    DeliveryRejected,
+    DeliveryReport,
+    InboundMessage,
+    InvalidJSON,
+    TurnWork,
+    decode_json,
+)
 
 __all__ = ["SlackAdapter", "SlackEvent", "SlackSink", "build"]
 
@@ -120,11 +126,11 @@ class SlackAdapter:
     name = CHANNEL
     capabilities = CAPABILITIES
 
-    def __init__(self, services: Services, client: AsyncWebClient, signing_secret: str) -> None:
-        self.services = services
+    def __init__(self, context: ChannelContext, client: AsyncWebClient, signing_secret: str) -> None:
+        self.context = context
         self.client = client
-        self.policy = RetryPolicy.from_settings(services.settings)
-        self.runner = turn_runner(services)
+        self.policy = RetryPolicy.from_settings(context.settings)
+        self.runner = turn_runner(context)
         self.verifier = SignatureVerifier(signing_secret)
         # Listeners run inside dispatch (process_before_response) so the consumer gets their turn back.
         # Queued events were verified when they arrived, possibly longer ago than bolt's 5-minute window.
@@ -145,20 +151,20 @@ class SlackAdapter:
         signature = request.headers.get("X-Slack-Signature", "")
         # The SDK's verifier calls int(timestamp): check the headers' shape before reading the body.
         if not timestamp.isascii() or not timestamp.isdigit() or not signature.startswith("v0="):
-            reject_unverified(self.services, CHANNEL, "missing or malformed Slack signature headers")
+            reject_unverified(self.context, CHANNEL, "missing or malformed Slack signature headers")
         body = await request.body()
         try:
             text = body.decode("utf-8")
         except UnicodeDecodeError as exc:
             # Slack sends UTF-8, and its SDK cannot even check a signature over anything else.
-            self.services.metrics.rejected.labels(CHANNEL, "validation").inc()
+            self.context.metrics.rejected.labels(CHANNEL, "validation").inc()
             raise BadRequest(f"body: not valid UTF-8 (byte 0x{body[exc.start]:02x} at offset {exc.start})") from None
         if not self.verifier.is_valid(text, timestamp, signature):
-            reject_unverified(self.services, CHANNEL, "invalid Slack signature or stale timestamp")
+            reject_unverified(self.context, CHANNEL, "invalid Slack signature or stale timestamp")
         try:
             envelope = _signed_payload(text, request.headers.get("content-type"))
         except BadRequest:
-            self.services.metrics.rejected.labels(CHANNEL, "validation").inc()
+            self.context.metrics.rejected.labels(CHANNEL, "validation").inc()
             raise
         event = envelope.get("event") if envelope and envelope.get("type") == "event_callback" else None
         if not isinstance(event, dict) or event.get("type") not in QUEUED_EVENTS:
@@ -167,8 +173,8 @@ class SlackAdapter:
         if not isinstance(event_id, str) or not event_id:
             raise BadRequest("Slack event_callback without an event_id")
         order_key = f"{event.get('channel')}:{event.get('thread_ts') or ''}"
-        if not await self.services.inbox.push(CHANNEL, event_id, order_key, body):
-            self.services.metrics.duplicates.labels(CHANNEL).inc()
+        if not await self.context.inbox.push(CHANNEL, event_id, order_key, body):
+            self.context.metrics.duplicates.labels(CHANNEL).inc()
         return Response(status_code=200)
 
     # -- a turn consumer hands queued events back here -----------------------------------------
@@ -229,7 +235,7 @@ class SlackAdapter:
             text=text,
             thread=thread,
         )
-        turn = await self.services.pipeline.accept(inbound)
+        turn = await self.context.pipeline.accept(inbound)
         return None if turn is None else TurnWork(turn, SlackSink(self.client, event.channel, reply_ts, self.policy))
 
     def router(self) -> APIRouter:
@@ -269,9 +275,9 @@ def _signed_payload(text: str, content_type: str | None) -> dict:
         raise BadRequest(exc.message) from None
 
 
-def build(services: Services) -> SlackAdapter | None:
-    settings = services.settings
+def build(context: ChannelContext) -> SlackAdapter | None:
+    settings = context.settings
     if settings.slack_bot_token is None or settings.slack_signing_secret is None:
         return None
     client = AsyncWebClient(token=settings.slack_bot_token.get_secret_value(), base_url=settings.slack_api_base)
-    return SlackAdapter(services, client, settings.slack_signing_secret.get_secret_value())
+    return SlackAdapter(context, client, settings.slack_signing_secret.get_secret_value())

@@ -42,10 +42,19 @@ from channels.telegram_updates import (
     read_update,
     target_of,
 )
-from gateway.channel import Capabilities, DeliveryRejected, DeliveryReport, SendWork, TurnWork, Work
-from gateway.core.errors import BadRequest, ChannelDeliveryError, ServiceUnavailable
-from gateway.inbox.stream import Delivery
-from gateway.services import Services
+from gateway.channel import (
+    BadRequest,
+    Capabilities,
+    ChannelContext,
+    ChannelDeliveryError,
+    Delivery,
+    DeliveryRejected,
+    DeliveryReport,
+    SendWork,
+    ServiceUnavailable,
+    TurnWork,
+    Work,
+)
 
 __all__ = ["TelegramAdapter", "TelegramSink", "build"]
 
@@ -119,12 +128,12 @@ class TelegramAdapter:
     name = CHANNEL
     capabilities = CAPABILITIES
 
-    def __init__(self, services: Services, bot: Bot) -> None:
-        self.services = services
-        self.settings = services.settings
+    def __init__(self, context: ChannelContext, bot: Bot) -> None:
+        self.context = context
+        self.settings = context.settings
         self.bot = bot
-        self.policy = RetryPolicy.from_settings(services.settings)
-        self.runner = turn_runner(services)
+        self.policy = RetryPolicy.from_settings(context.settings)
+        self.runner = turn_runner(context)
         self._me: User | None = None
         self._poller: asyncio.Task[None] | None = None
 
@@ -172,7 +181,7 @@ class TelegramAdapter:
         secret = self.settings.telegram_webhook_secret
         given = request.headers.get(SECRET_HEADER, "")
         if secret is None or not hmac.compare_digest(given.encode(), secret.get_secret_value().encode()):
-            reject_unverified(self.services, CHANNEL, f"missing or wrong {SECRET_HEADER}")
+            reject_unverified(self.context, CHANNEL, f"missing or wrong {SECRET_HEADER}")
 
     async def webhook(self, request: Request) -> Response:
         self.verify(request)
@@ -181,8 +190,8 @@ class TelegramAdapter:
             update = Update.model_validate_json(body)
         except ValidationError as exc:
             raise BadRequest("body is not a Telegram Update") from exc
-        if not await self.services.inbox.push(CHANNEL, str(update.update_id), chat_key(update), body):
-            self.services.metrics.duplicates.labels(CHANNEL).inc()
+        if not await self.context.inbox.push(CHANNEL, str(update.update_id), chat_key(update), body):
+            self.context.metrics.duplicates.labels(CHANNEL).inc()
         return Response(b'{"ok":true}', media_type="application/json")
 
     # -- a turn consumer hands queued updates back here ----------------------------------------
@@ -207,10 +216,10 @@ class TelegramAdapter:
             log.debug("telegram update %s ignored: %s", update.update_id, event.reason)
             return None
         if isinstance(event, ChatText):
-            turn = await self.services.pipeline.accept(event.inbound)
+            turn = await self.context.pipeline.accept(event.inbound)
             return None if turn is None else TurnWork(turn, TelegramSink(self.bot, event.target, self.policy))
-        if not await self.services.store.claim_once(CHANNEL, "update", str(update.update_id)):
-            self.services.metrics.duplicates.labels(CHANNEL).inc()
+        if not await self.context.store.claim_once(CHANNEL, "update", str(update.update_id)):
+            self.context.metrics.duplicates.labels(CHANNEL).inc()
             return None
         if isinstance(event, StartCommand):
             await self._restart(event)
@@ -223,11 +232,11 @@ class TelegramAdapter:
 
     async def _restart(self, event: StartCommand) -> None:
         """``/start`` ends the chat's current conversation; the next message begins a fresh one."""
-        store = self.services.store
+        store = self.context.store
         persona = await store.resolve_persona(event.identity, event.display_name)
         current = await store.active_conversation(persona.id, CHANNEL, event.thread)
         if current is not None:
-            await self.services.sessions.end(current, "restart")
+            await self.context.sessions.end(current, "restart")
 
     async def _poll(self) -> None:
         offset: int | None = None
@@ -256,18 +265,18 @@ class TelegramAdapter:
         return router
 
 
-def make_bot(services: Services) -> Bot | None:
-    token = services.settings.telegram_bot_token
+def make_bot(context: ChannelContext) -> Bot | None:
+    token = context.settings.telegram_bot_token
     if token is None:
         return None
-    session = AiohttpSession(api=TelegramAPIServer.from_base(services.settings.telegram_api_base))
+    session = AiohttpSession(api=TelegramAPIServer.from_base(context.settings.telegram_api_base))
     return Bot(token.get_secret_value(), session=session, default=DefaultBotProperties(parse_mode="HTML"))
 
 
-def build(services: Services) -> TelegramAdapter | None:
-    bot = make_bot(services)
+def build(context: ChannelContext) -> TelegramAdapter | None:
+    bot = make_bot(context)
     if bot is None:
         return None
-    if services.settings.telegram_mode == "webhook" and services.settings.telegram_webhook_secret is None:
+    if context.settings.telegram_mode == "webhook" and context.settings.telegram_webhook_secret is None:
         log.warning("telegram webhook mode needs SWITCHBOARD_TELEGRAM_WEBHOOK_SECRET; every update will be refused")
-    return TelegramAdapter(services, bot)
+    return TelegramAdapter(context, bot)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from aiogram.types import Message, Update, User
 
-from gateway.core.models import Attachment, InboundMessage
+from gateway.channel import Attachment, InboundMessage
 
 __all__ = [
     "ChatText", "ChatTarget", "Ignored", "StartCommand", "TelegramEvent", "Unsupported", "chat_key", "read_update",

@@ -22,7 +22,7 @@ from twilio.rest import Client
 
 from channels.delivery import reject_unverified
 from channels.errors import ChannelRateLimited, ChannelRejected, ChannelUnavailable
-from gateway.services import Services
+from gateway.channel import ChannelContext
 
 __all__ = ["CallWebhook", "SmsWebhook", "TwilioRest", "verified_form"]
 
@@ -61,11 +61,11 @@ class CallWebhook(BaseModel):
     confidence: float | None = Field(default=None, alias="Confidence")
 
 
-async def verified_form(request: Request, services: Services, channel: str) -> dict[str, str]:
+async def verified_form(request: Request, context: ChannelContext, channel: str) -> dict[str, str]:
     """The webhook's form parameters, once ``X-Twilio-Signature`` proved Twilio sent them; else 403."""
-    token = services.settings.twilio_auth_token
+    token = context.settings.twilio_auth_token
     form = await request.form()
-    url = services.settings.public_url.rstrip("/") + request.url.path
+    url = context.settings.public_url.rstrip("/") + request.url.path
     if request.url.query:
         url += "?" + request.url.query
     signature = request.headers.get(SIGNATURE_HEADER, "")
@@ -73,16 +73,16 @@ async def verified_form(request: Request, services: Services, channel: str) -> d
     if token is None or not signature or not RequestValidator(token.get_secret_value()).validate(
         url, form, signature, algorithm
     ):
-        reject_unverified(services, channel, f"missing or wrong {SIGNATURE_HEADER}", status=403)
+        reject_unverified(context, channel, f"missing or wrong {SIGNATURE_HEADER}", status=403)
     return {k: v for k, v in form.items() if isinstance(v, str)}
 
 
 class TwilioRest:
     """Sends SMS through twilio's REST client; vendor errors leave as the channel error tree."""
 
-    def __init__(self, services: Services) -> None:
-        self.settings = services.settings
-        self.from_number = services.settings.twilio_from_number
+    def __init__(self, context: ChannelContext) -> None:
+        self.settings = context.settings
+        self.from_number = context.settings.twilio_from_number
         self._http: _HeaderKeepingHttpClient | None = None
         self._client: Client | None = None
 
@@ -120,6 +120,6 @@ class TwilioRest:
         return str(message.sid)
 
 
-def twilio_configured(services: Services) -> bool:
-    s = services.settings
+def twilio_configured(context: ChannelContext) -> bool:
+    s = context.settings
     return bool(s.twilio_account_sid and s.twilio_auth_token)

@@ -21,12 +21,18 @@ from channels.errors import ChannelRejected
 from channels.outbound_retry import RetryPolicy
 from channels.render import render
 from channels.twilio_rest import SmsWebhook, TwilioRest, twilio_configured, verified_form
-from gateway.channel import Capabilities, DeliveryRejected, DeliveryReport, TurnWork
-from gateway.conversation.store import RedisStore
-from gateway.core.errors import BadRequest
-from gateway.core.models import Attachment, InboundMessage
-from gateway.inbox.stream import Delivery
-from gateway.services import Services
+from gateway.channel import (
+    Attachment,
+    BadRequest,
+    Capabilities,
+    ChannelContext,
+    Delivery,
+    DeliveryRejected,
+    DeliveryReport,
+    InboundMessage,
+    RedisStore,
+    TurnWork,
+)
 
 __all__ = ["OptOuts", "SmsSink", "TwilioSmsAdapter", "build", "keyword"]
 
@@ -100,12 +106,12 @@ class TwilioSmsAdapter:
     name = CHANNEL
     capabilities = CAPABILITIES
 
-    def __init__(self, services: Services) -> None:
-        self.services = services
-        self.rest = TwilioRest(services)
-        self.opt_outs = OptOuts(services.store)
-        self.policy = RetryPolicy.from_settings(services.settings)
-        self.runner = turn_runner(services)
+    def __init__(self, context: ChannelContext) -> None:
+        self.context = context
+        self.rest = TwilioRest(context)
+        self.opt_outs = OptOuts(context.store)
+        self.policy = RetryPolicy.from_settings(context.settings)
+        self.runner = turn_runner(context)
 
     async def start(self) -> None:
         pass
@@ -115,12 +121,12 @@ class TwilioSmsAdapter:
         await self.rest.close()
 
     async def sms(self, request: Request) -> Response:
-        form = await verified_form(request, self.services, CHANNEL)
+        form = await verified_form(request, self.context, CHANNEL)
         try:
             sms = SmsWebhook.model_validate(form)
         except ValidationError as exc:
             raise BadRequest("not a Twilio SMS webhook (MessageSid, From, To expected)") from exc
-        settings = self.services.settings
+        settings = self.context.settings
         match keyword(sms.body):
             case "stop":
                 await self.opt_outs.stop(sms.from_)
@@ -132,8 +138,8 @@ class TwilioSmsAdapter:
                 return twiml(settings.sms_help_message)
         if not sms.body.strip():
             return twiml(settings.channel_unsupported_message)
-        if not await self.services.inbox.push(CHANNEL, sms.message_sid, sms.from_, json.dumps(form)):
-            self.services.metrics.duplicates.labels(CHANNEL).inc()
+        if not await self.context.inbox.push(CHANNEL, sms.message_sid, sms.from_, json.dumps(form)):
+            self.context.metrics.duplicates.labels(CHANNEL).inc()
         return twiml()
 
     # -- a turn consumer hands queued messages back here ---------------------------------------
@@ -157,7 +163,7 @@ class TwilioSmsAdapter:
             text=sms.body.strip(),
             attachments=tuple(Attachment(kind="media") for _ in range(sms.num_media)),
         )
-        turn = await self.services.pipeline.accept(inbound)
+        turn = await self.context.pipeline.accept(inbound)
         return None if turn is None else TurnWork(turn, self.sink_for(delivery))
 
     def sink_for(self, delivery: Delivery) -> SmsSink:
@@ -170,5 +176,5 @@ class TwilioSmsAdapter:
         return router
 
 
-def build(services: Services) -> TwilioSmsAdapter | None:
-    return TwilioSmsAdapter(services) if twilio_configured(services) else None
+def build(context: ChannelContext) -> TwilioSmsAdapter | None:
+    return TwilioSmsAdapter(context) if twilio_configured(context) else None

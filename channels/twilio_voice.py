@@ -22,11 +22,7 @@ from twilio.twiml.voice_response import Gather, VoiceResponse
 from channels.delivery import turn_runner
 from channels.render import render
 from channels.twilio_rest import CallWebhook, twilio_configured, verified_form
-from gateway.channel import Capabilities, DeliveryReport
-from gateway.conversation.store import RedisStore
-from gateway.core.errors import BadRequest
-from gateway.core.models import InboundMessage
-from gateway.services import Services
+from gateway.channel import BadRequest, Capabilities, ChannelContext, DeliveryReport, InboundMessage, RedisStore
 
 __all__ = ["TwilioVoiceAdapter", "VoiceSink", "build"]
 
@@ -64,11 +60,11 @@ class TwilioVoiceAdapter:
     name = CHANNEL
     capabilities = CAPABILITIES
 
-    def __init__(self, services: Services) -> None:
-        self.services = services
-        self.settings = services.settings
-        self.store = services.store
-        self.runner = turn_runner(services)
+    def __init__(self, context: ChannelContext) -> None:
+        self.context = context
+        self.settings = context.settings
+        self.store = context.store
+        self.runner = turn_runner(context)
 
     async def start(self) -> None:
         pass
@@ -95,7 +91,7 @@ class TwilioVoiceAdapter:
 
     # -- webhooks ------------------------------------------------------------------------------
     async def _call(self, request: Request) -> CallWebhook:
-        form = await verified_form(request, self.services, CHANNEL)
+        form = await verified_form(request, self.context, CHANNEL)
         try:
             return CallWebhook.model_validate(form)
         except ValidationError as exc:
@@ -126,7 +122,7 @@ class TwilioVoiceAdapter:
         if call.call_status in ENDED_STATUSES:
             conv_id = await self.store.redis.get(self.store.key("voice", "call", call.call_sid))
             conversation = await self.store.get_conversation(conv_id.decode()) if conv_id else None
-            if conversation is not None and await self.services.sessions.end(conversation, "call_ended"):
+            if conversation is not None and await self.context.sessions.end(conversation, "call_ended"):
                 log.info("call %s %s: conversation %s ended", call.call_sid, call.call_status, conversation.id)
         return Response(status_code=204)
 
@@ -143,7 +139,7 @@ class TwilioVoiceAdapter:
             text=speech,
             thread=call.call_sid,
         )
-        turn = await self.services.pipeline.accept(inbound, voice=True)
+        turn = await self.context.pipeline.accept(inbound, voice=True)
         if turn is None:
             return  # Twilio retried this webhook: the turn is already running; wait for its reply
         await self.store.redis.set(self.store.key("voice", "call", call.call_sid), turn.conversation.id,
@@ -182,5 +178,5 @@ class TwilioVoiceAdapter:
         return router
 
 
-def build(services: Services) -> TwilioVoiceAdapter | None:
-    return TwilioVoiceAdapter(services) if twilio_configured(services) else None
+def build(context: ChannelContext) -> TwilioVoiceAdapter | None:
+    return TwilioVoiceAdapter(context) if twilio_configured(context) else None

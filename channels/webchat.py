@@ -14,13 +14,23 @@ from pydantic import BaseModel, Field, ValidationError
 
 from channels.webchat_sessions import WebSession, WebSessions
 from channels.webchat_turns import TurnState, WebTurns
-from gateway.channel import Capabilities, DeliveryReport
-from gateway.core.errors import BadRequest, Conflict, GatewayError, InvalidInput, PayloadTooLarge
-from gateway.core.models import InboundMessage
-from gateway.http.auth import bearer_token
-from gateway.http.json_body import InvalidJSON, JSONBodyRoute, decode_json
-from gateway.services import Services
-from gateway.turn.pipeline import Turn, TurnOutcome
+from gateway.channel import (
+    BadRequest,
+    Capabilities,
+    ChannelContext,
+    Conflict,
+    DeliveryReport,
+    GatewayError,
+    InboundMessage,
+    InvalidInput,
+    InvalidJSON,
+    JSONBodyRoute,
+    PayloadTooLarge,
+    Turn,
+    TurnOutcome,
+    bearer_token,
+    decode_json,
+)
 
 log = logging.getLogger(__name__)
 CHANNEL = "webchat"
@@ -110,10 +120,10 @@ class WebChatAdapter:
     name = CHANNEL
     capabilities = Capabilities(max_length=100_000, markup="markdown", streaming=True, typing=True)
 
-    def __init__(self, services: Services) -> None:
-        self.services = services
-        self.sessions = WebSessions(services.store)
-        self.turns = WebTurns(services.store, lease_s=services.settings.turn_lock_lease_s)
+    def __init__(self, context: ChannelContext) -> None:
+        self.context = context
+        self.sessions = WebSessions(context.store)
+        self.turns = WebTurns(context.store, lease_s=context.settings.turn_lock_lease_s)
         self._sweeper: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -128,7 +138,7 @@ class WebChatAdapter:
     def validate_text(self, text: str) -> str:
         if not text.strip():
             raise InvalidInput("text: must not be empty")
-        limit = self.services.settings.max_message_chars
+        limit = self.context.settings.max_message_chars
         if len(text) > limit:
             raise PayloadTooLarge(f"text is {len(text)} characters; the limit is {limit}")
         return text
@@ -147,7 +157,7 @@ class WebChatAdapter:
     async def answer(self, session: WebSession, body: ChatMessageIn, sink) -> dict:
         """Accept and answer one message; a resent ``client_message_id`` resumes its turn if it was cut."""
         inbound = self.inbound(session, body)
-        turn = await self.services.pipeline.accept(inbound)
+        turn = await self.context.pipeline.accept(inbound)
         key = inbound.external_message_id
         if turn is None:
             return await self._resent(key, sink)
@@ -156,7 +166,7 @@ class WebChatAdapter:
 
     async def _run(self, key: str, turn: Turn, sink) -> dict:
         async with self.turns.leased(key):
-            outcome = await self.services.pipeline.run(turn, sink)
+            outcome = await self.context.pipeline.run(turn, sink)
         return _outcome_json(outcome)
 
     async def _resent(self, key: str, sink) -> dict:
@@ -186,15 +196,15 @@ class WebChatAdapter:
                 continue
             for key, turn in orphans:
                 log.warning("resuming web-chat turn %s: its process went away", turn.trace.turn_id)
-                self.services.turns.spawn(self._resume(key, turn), what=f"resumed web-chat turn {key}")
+                self.context.turns.spawn(self._resume(key, turn), what=f"resumed web-chat turn {key}")
 
     async def _resume(self, key: str, turn: Turn) -> None:
         async with self.turns.leased(key):
-            if await self.services.turns.run_turn(turn, _CollectingSink()) is None:
+            if await self.context.turns.run_turn(turn, _CollectingSink()) is None:
                 raise RuntimeError(f"resumed web-chat turn {turn.trace.turn_id} failed again")
 
     async def transcript(self, session: WebSession) -> dict:
-        messages = await self.services.store.persona_messages(session.persona_id, newest=500)
+        messages = await self.context.store.persona_messages(session.persona_id, newest=500)
         return {
             "session_id": session.id,
             "messages": [
@@ -276,8 +286,8 @@ class WebChatAdapter:
         return router
 
 
-def build(services: Services) -> WebChatAdapter:
-    return WebChatAdapter(services)
+def build(context: ChannelContext) -> WebChatAdapter:
+    return WebChatAdapter(context)
 
 
 __all__ = ["WebChatAdapter", "build"]

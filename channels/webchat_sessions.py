@@ -7,8 +7,7 @@ import hmac
 import secrets
 from dataclasses import dataclass
 
-from gateway.conversation.store import RedisStore
-from gateway.core.errors import NotFound, Unauthorized
+from gateway.channel import NotFound, RedisStore, Unauthorized
 
 SESSION_TTL_S = 90 * 24 * 3600
 

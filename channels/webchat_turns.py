@@ -16,8 +16,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from enum import StrEnum
 
-from gateway.conversation.store import RedisStore
-from gateway.turn.pipeline import Turn
+from gateway.channel import RedisStore, Turn
 
 __all__ = ["TurnState", "WebTurns"]
 

@@ -1,59 +1,55 @@
-"""The contract between the gateway and a channel adapter (the adapters live in ``channels/``)."""
+"""The public surface of the gateway for channel adapters (``channels/``): nothing else of
+``gateway`` is theirs to import (an import-linter contract checks it).
+
+An adapter is built by its module's ``build(context: ChannelContext)``, listed in
+``channels.registry``; the gateway mounts its ``router()`` and calls ``start``/``stop`` with the
+app's lifespan. Messaging adapters are also ``InboxHandler``s: their webhooks only queue the
+verified delivery, and the inbox's turn consumers hand it back to ``accept``.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from gateway.conversation.store import RedisStore
+from gateway.core.errors import (
+    BadRequest,
+    ChannelDeliveryError,
+    Conflict,
+    Forbidden,
+    GatewayError,
+    InvalidInput,
+    NotFound,
+    PayloadTooLarge,
+    ServiceUnavailable,
+    Unauthorized,
+)
+from gateway.core.models import Attachment, InboundMessage
+from gateway.core.settings import Settings
+from gateway.http.auth import bearer_token
+from gateway.http.json_body import InvalidJSON, JSONBodyRoute, decode_json
+from gateway.inbox.delivery import Delivery
+from gateway.inbox.handler import DeliveryRejected, InboxHandler, SendWork, TurnWork, Work
+from gateway.services import ChannelContext
+from gateway.turn.pipeline import Turn, TurnOutcome
+from gateway.turn.ports import Capabilities, DeliveryReport, Markup, ReplySink
+from gateway.turn.runner import TurnRunner
 
 if TYPE_CHECKING:
     from fastapi import APIRouter
 
-    from gateway.inbox.stream import Delivery
-    from gateway.turn.pipeline import Turn
-
-
-Markup = Literal["plain", "html", "mrkdwn", "markdown"]
-
-
-@dataclass(frozen=True)
-class Capabilities:
-    """What a channel can show; the reply renderer adapts to it."""
-
-    max_length: int
-    markup: Markup = "plain"
-    streaming: bool = False
-    typing: bool = False
-    edit: bool = False
-    voice: bool = False
-
-
-@dataclass(frozen=True)
-class DeliveryReport:
-    delivered: bool
-    parts: int = 1
-    external_ids: tuple[str, ...] = ()
-    error: str | None = None
-
-
-@runtime_checkable
-class ReplySink(Protocol):
-    """Where a turn's reply goes. ``delta`` is called only when the channel streams."""
-
-    streaming: bool
-
-    async def delta(self, text: str) -> None: ...
-
-    async def deliver(self, text: str) -> DeliveryReport: ...
+__all__ = [
+    "Attachment", "BadRequest", "Capabilities", "ChannelAdapter", "ChannelContext", "ChannelDeliveryError",
+    "Conflict", "Delivery", "DeliveryRejected", "DeliveryReport", "Forbidden", "GatewayError", "InboundMessage",
+    "InboxHandler", "InvalidInput", "InvalidJSON", "JSONBodyRoute", "Markup", "NotFound", "PayloadTooLarge",
+    "RedisStore", "ReplySink", "SendWork", "ServiceUnavailable", "Settings", "Turn", "TurnOutcome", "TurnRunner",
+    "TurnWork", "Unauthorized", "Work", "bearer_token", "decode_json",
+]
 
 
 @runtime_checkable
 class ChannelAdapter(Protocol):
-    """One vendor: verifies and parses its webhooks into ``InboundMessage``s, renders and sends replies.
-
-    Adapters are built from ``Services`` by a factory listed in ``channels.registry``; the gateway
-    mounts each ``router()`` and calls ``start``/``stop`` with the app's lifespan.
-    """
+    """One vendor: verifies and parses its webhooks into ``InboundMessage``s, renders and sends replies."""
 
     name: str
     capabilities: Capabilities
@@ -63,43 +59,3 @@ class ChannelAdapter(Protocol):
     async def start(self) -> None: ...
 
     async def stop(self) -> None: ...
-
-
-@dataclass(frozen=True)
-class TurnWork:
-    """An accepted turn and where its reply goes."""
-
-    turn: Turn
-    sink: ReplySink
-
-
-@dataclass(frozen=True)
-class SendWork:
-    """A channel's own send outside a turn (a welcome, a canned answer)."""
-
-    send: Callable[[], Awaitable[None]]
-    what: str
-
-
-Work = TurnWork | SendWork
-
-
-class DeliveryRejected(Exception):
-    """A queued delivery that can never be processed (its payload is not what the vendor sends)."""
-
-
-@runtime_checkable
-class InboxHandler(Protocol):
-    """A channel whose webhook queues deliveries in the inbox; turn consumers hand each one back.
-
-    ``accept`` runs in the delivery's chat order: it parses the payload, persists the user message
-    (``TurnPipeline.accept``) or decides on a canned answer, and returns what to run next — or
-    ``None`` when there is nothing to answer. ``sink_for`` rebuilds the reply target when a turn
-    accepted by a consumer that went away is resumed. ``DeliveryRejected`` parks the delivery.
-    """
-
-    name: str
-
-    async def accept(self, delivery: Delivery) -> Work | None: ...
-
-    def sink_for(self, delivery: Delivery) -> ReplySink: ...

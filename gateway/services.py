@@ -11,7 +11,6 @@ import redis as redis_sync
 from redis.asyncio import BlockingConnectionPool, Redis
 from rq import Queue
 
-from gateway.channel import InboxHandler
 from gateway.conversation.attributes import CustomerAttributes, PersonaAttributes
 from gateway.conversation.memory import Memory
 from gateway.conversation.sessions import Sessions
@@ -22,14 +21,19 @@ from gateway.core.events import ConversationStarted, EventBus
 from gateway.core.metrics import Metrics
 from gateway.core.settings import Settings
 from gateway.inbox.consumer import InboxConsumer
+from gateway.inbox.handler import InboxHandler
 from gateway.inbox.stream import Inbox
+from gateway.jobs import registry as jobs
 from gateway.jobs.embedded import EmbeddedRedis
+from gateway.jobs.registry import JobHandler
 from gateway.jobs.worker import QUEUES, InProcessWorker
 from gateway.knowledge.demo import load_demo_knowledge
-from gateway.knowledge.rag_preparation import PrepareRagContext
+from gateway.knowledge.rag_preparation import PREPARE_RAG_JOB, PrepareRagContext
 from gateway.knowledge.search import Knowledge
-from gateway.live.context import LiveContext
+from gateway.live.context import FETCH_DATA_JOB, LiveContext
+from gateway.live.conversation_meta import EXTRACT_META_JOB
 from gateway.live.prompt import PromptBuilder
+from gateway.live.timers import TIMER_TICK_JOB, Timer, periodic_timer
 from gateway.turn.llm import LLMClient
 from gateway.turn.pipeline import TurnPipeline
 from gateway.turn.responders import LLMResponder, OfflineResponder, Responder
@@ -39,6 +43,27 @@ log = logging.getLogger(__name__)
 
 Hook = Callable[[], Awaitable[None]]
 REDIS_WARM_CONNECTIONS = 32
+IDLE_SWEEP_TIMER = "end_idle"
+
+
+@dataclass(frozen=True)
+class ChannelContext:
+    """What a channel adapter may use of the gateway — its whole view of it, not all of ``Services``.
+
+    ``inbox_handlers`` is where a messaging adapter registers itself for the inbox's turn
+    consumers (they look handlers up when each delivery arrives, so registration order does not
+    matter); ``on_start``/``on_stop`` run with the app's lifespan."""
+
+    settings: Settings
+    store: RedisStore
+    sessions: Sessions
+    pipeline: TurnPipeline
+    turns: TurnRunner
+    inbox: Inbox
+    metrics: Metrics
+    inbox_handlers: dict[str, InboxHandler]
+    on_start: list[Hook]
+    on_stop: list[Hook]
 
 
 @dataclass
@@ -142,7 +167,7 @@ class Services:
                 services.inbox, services.turns, settings, metrics, handlers=services.inbox_handlers
             )
         services.live = live
-        live.timers.add(sessions.sweep_timer(settings.session_sweep_s))
+        live.timers.add(_idle_sweep_timer(sessions, settings.session_sweep_s))
         live.subscribe(events)
         services.on_start.append(live.start)
         if run_worker if run_worker is not None else embedded is not None:
@@ -150,6 +175,31 @@ class Services:
         return services
 
     readiness: dict[str, Callable[[], Awaitable[None]]] = field(default_factory=dict)
+
+    def job_handlers(self) -> dict[str, JobHandler]:
+        """What each background job name runs in this process."""
+        assert self.live is not None and self.rag is not None  # both built in ``build``
+        return {
+            TIMER_TICK_JOB: self.live.timers.tick,
+            FETCH_DATA_JOB: self.live.data_injection.fetch,
+            EXTRACT_META_JOB: self.live.conversation_meta.extract,
+            PREPARE_RAG_JOB: self.rag.prepare_job,
+        }
+
+    def register_jobs(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Jobs of this agent taken by this process's workers run on ``loop``, with these services."""
+        jobs.register(self.settings.agent_id, loop, self.job_handlers())
+
+    def unregister_jobs(self) -> None:
+        jobs.unregister(self.settings.agent_id)
+
+    def channel_context(self) -> ChannelContext:
+        assert self.turns is not None and self.inbox is not None  # both built in ``build``
+        return ChannelContext(
+            settings=self.settings, store=self.store, sessions=self.sessions, pipeline=self.pipeline,
+            turns=self.turns, inbox=self.inbox, metrics=self.metrics, inbox_handlers=self.inbox_handlers,
+            on_start=self.on_start, on_stop=self.on_stop,
+        )
 
     async def start(self) -> None:
         await self._open_redis_connections(REDIS_WARM_CONNECTIONS)
@@ -185,3 +235,14 @@ class Services:
         self.redis_sync.close()
         if self.embedded_redis is not None:
             self.embedded_redis.stop()
+
+
+def _idle_sweep_timer(sessions: Sessions, period_s: int) -> Timer:
+    """A timer that ends idle conversations every ``period_s`` even when no message arrives."""
+
+    async def sweep() -> None:
+        ended = await sessions.end_idle()
+        if ended:
+            log.info("ended %d idle conversation(s)", ended)
+
+    return periodic_timer(IDLE_SWEEP_TIMER, "idle", period_s, sweep)

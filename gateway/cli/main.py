@@ -28,7 +28,6 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
 def _worker(args: argparse.Namespace, settings: Settings) -> int:
     from rq import Queue
 
-    from gateway.jobs import registry as runtime
     from gateway.jobs.worker import queue_names
     from gateway.services import Services
 
@@ -47,7 +46,7 @@ def _worker(args: argparse.Namespace, settings: Settings) -> int:
     loop = asyncio.new_event_loop()
     threading.Thread(target=loop.run_forever, name="services-loop", daemon=True).start()
     asyncio.run_coroutine_threadsafe(services.start(), loop).result()
-    runtime.register(services, loop)
+    services.register_jobs(loop)
     gc.collect()
     gc.freeze()  # as in the gateway: full collections must not walk the SDKs and clients built above
     from rq import SimpleWorker

@@ -7,9 +7,9 @@ import sys
 
 import httpx
 
-from gateway.channel import DeliveryReport
 from gateway.core.models import InboundMessage, new_id
 from gateway.core.settings import Settings
+from gateway.turn.ports import DeliveryReport
 
 PROMPT = "you> "
 

@@ -9,10 +9,8 @@ from gateway.conversation.attributes import PersonaAttributes
 from gateway.conversation.store import RedisStore
 from gateway.core.events import ConversationEnded, ConversationStarted, EventBus
 from gateway.core.models import Conversation, InboundMessage, Persona, utcnow
-from gateway.live.timers import Timer, periodic_timer
 
 log = logging.getLogger(__name__)
-SWEEP_TIMER = "end_idle"
 
 
 class Sessions:
@@ -65,16 +63,6 @@ class Sessions:
             )
         )
         return True
-
-    def sweep_timer(self, period_s: int) -> Timer:
-        """A timer that ends idle conversations every ``period_s`` even when no message arrives."""
-
-        async def sweep() -> None:
-            ended = await self.end_idle()
-            if ended:
-                log.info("ended %d idle conversation(s)", ended)
-
-        return periodic_timer(SWEEP_TIMER, "idle", period_s, sweep)
 
     async def end_idle(self) -> int:
         """End every conversation idle past the timeout; run by a timer. Returns how many ended."""

@@ -18,7 +18,6 @@ from gateway.http.knowledge import IMPORT_PATH
 from gateway.http.knowledge import router as knowledge_router
 from gateway.http.live_routes import include_live_routes
 from gateway.http.plugins import install_plugins
-from gateway.jobs import registry as runtime
 from gateway.services import Services
 
 log = logging.getLogger(__name__)
@@ -30,7 +29,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        runtime.register(services, asyncio.get_running_loop())
+        services.register_jobs(asyncio.get_running_loop())
         await services.start()
         # Everything built so far (imported SDKs, models, clients) lives as long as the process: move it
         # out of the collector's reach, or a full collection walks it all and stalls every request.
@@ -40,7 +39,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         try:
             yield
         finally:
-            runtime.unregister(settings.agent_id)
+            services.unregister_jobs()
             await services.aclose()
             gc.unfreeze()  # an app embedded in a longer-lived process (tests, a host) leaves nothing pinned
 

@@ -1,10 +1,11 @@
 """Packages above the gateway (``channels``, ``admin_ui``) plug in through entry points.
 
 Imports point one way (``channels → gateway → rag_core``; nothing imports ``admin_ui``), so the
-gateway never imports them: each declares an ``install(app, services)`` function in the
-``switchboard.plugins`` entry-point group of ``pyproject.toml``. A package whose work also runs
+gateway never imports them: each declares an ``install(app, context)`` function in the
+``switchboard.plugins`` entry-point group of ``pyproject.toml``; ``context`` is the narrow
+``ChannelContext`` (``gateway.channel``), not all of ``Services``. A package whose work also runs
 in ``switchboard worker`` (the channels consume the inbox there) declares an
-``install_worker(services)`` in ``switchboard.workers``.
+``install_worker(context)`` in ``switchboard.workers``.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ def _install(group: str, *args: object) -> list[str]:
 
 
 def install_plugins(app: FastAPI, services: Services) -> list[str]:
-    return _install(GROUP, app, services)
+    return _install(GROUP, app, services.channel_context())
 
 
 def install_worker_plugins(services: Services) -> list[str]:
-    return _install(WORKER_GROUP, services)
+    return _install(WORKER_GROUP, services.channel_context())

@@ -24,9 +24,9 @@ import time
 from dataclasses import dataclass
 from uuid import uuid4
 
-from gateway.channel import DeliveryRejected, InboxHandler, SendWork, TurnWork, Work
 from gateway.core.metrics import Metrics
 from gateway.core.settings import Settings
+from gateway.inbox.handler import DeliveryRejected, InboxHandler, SendWork, TurnWork, Work
 from gateway.inbox.stream import Delivery, Inbox
 from gateway.turn.runner import TurnRunner
 

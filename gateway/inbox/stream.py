@@ -12,7 +12,6 @@ reason, never dropped.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,9 +21,10 @@ from redis.exceptions import ResponseError
 
 from gateway.conversation.store import DEDUP_TTL_S, RedisStore
 from gateway.conversation.turn_lock import TurnLock
+from gateway.inbox.delivery import Delivery
 from gateway.turn.pipeline import Turn
 
-__all__ = ["Delivery", "Inbox", "GROUP"]
+__all__ = ["Delivery", "Inbox", "GROUP"]  # Delivery: see gateway.inbox.delivery
 
 GROUP = "turns"
 ACCEPTED_TTL_S = 24 * 3600
@@ -39,41 +39,6 @@ local ticket = redis.call('INCR', KEYS[2])
 redis.call('XADD', KEYS[3], '*', 'c', ARGV[2], 'd', ARGV[3], 'k', ARGV[4], 't', ticket, 'b', ARGV[5])
 return ticket
 """
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """One acknowledged vendor delivery, as the webhook stored it."""
-
-    id: str  # the stream entry id
-    channel: str
-    dedup_id: str
-    order_key: str
-    ticket: int
-    body: str
-    attempts: int = 1
-
-    def json(self) -> Any:
-        return json.loads(self.body)
-
-    def fields(self) -> dict[str, str | int]:
-        """The stream entry, as ``_PUSH`` writes it."""
-        return {"c": self.channel, "d": self.dedup_id, "k": self.order_key, "t": self.ticket, "b": self.body}
-
-    @classmethod
-    def from_entry(cls, entry_id: bytes | str, fields: dict, attempts: int = 1) -> Delivery:
-        def text(name: bytes) -> str:
-            return fields[name].decode()
-
-        return cls(
-            id=entry_id.decode() if isinstance(entry_id, bytes) else entry_id,
-            channel=text(b"c"),
-            dedup_id=text(b"d"),
-            order_key=text(b"k"),
-            ticket=int(fields[b"t"]),
-            body=text(b"b"),
-            attempts=attempts,
-        )
 
 
 @dataclass

@@ -20,6 +20,7 @@ from gateway.conversation.memory import Memory
 from gateway.core.events import ConversationStarted
 from gateway.core.models import Message, RetrievalTrace, Role
 from gateway.core.settings import Settings
+from gateway.jobs.registry import run_job
 from gateway.turn.pipeline import Turn
 from gateway.turn.responders import KnowledgeHit
 from rag_core.errors import KnowledgeBaseUnavailable
@@ -28,6 +29,7 @@ from rag_core.retrieval import ChatTurn, SearchResult
 
 log = logging.getLogger(__name__)
 
+PREPARE_RAG_JOB = "prepare_rag_context"  # the job that runs ``PrepareRagContext.prepare_job``
 RAG_HISTORY_MESSAGES = 20  # the seed's get_memory(count=20) for the search prompt
 _DONE = {JobStatus.FINISHED, JobStatus.FAILED, JobStatus.STOPPED, JobStatus.CANCELED}
 
@@ -114,7 +116,7 @@ class PrepareRagContext:
         waited_ms = round((time.perf_counter() - t0) * 1000, 1)
         turn.rag = str(await self.attributes.get(turn.persona.id, "rag") or "")
         if status == JobStatus.FINISHED:
-            turn.trace.retrieval = RetrievalTrace.model_validate(job.return_value())
+            turn.trace.retrieval = RetrievalTrace.model_validate(await asyncio.to_thread(job.return_value))
             turn.trace.retrieval.timings_ms["voice_wait"] = waited_ms
         else:
             turn.trace.retrieval = RetrievalTrace(
@@ -123,12 +125,16 @@ class PrepareRagContext:
                 timings_ms={"voice_wait": waited_ms},
             )
 
-    def enqueue(self, persona_id: str, query: str, exclude_message_id: str | None = None) -> Job:
-        from gateway.knowledge.jobs import prepare_rag_context_job
+    async def prepare_job(self, persona_id: str, query: str, exclude_message_id: str | None) -> dict:
+        """The ``prepare_rag_context`` job: search in the process that owns the knowledge base."""
+        result = await self.prepare_for(persona_id, query, exclude_message_id)
+        return retrieval_trace(result).model_dump(mode="json")
 
+    def enqueue(self, persona_id: str, query: str, exclude_message_id: str | None = None) -> Job:
         return self.queue.enqueue(
-            prepare_rag_context_job,
+            run_job,
             self.settings.agent_id,
+            PREPARE_RAG_JOB,
             persona_id,
             query,
             exclude_message_id,

@@ -17,6 +17,7 @@ from gateway.core.clock import Clock
 from gateway.core.events import EventBus, TurnCompleted
 from gateway.core.metrics import Metrics
 from gateway.core.settings import Settings
+from gateway.jobs.registry import run_job
 from gateway.live.calendar import (
     BUSINESS_HOURS,
     CLOSED_DATES,
@@ -27,7 +28,6 @@ from gateway.live.calendar import (
 from gateway.live.conversation_meta import ConversationMeta
 from gateway.live.data_injection import ENABLED, PERIOD, URL, DataInjection
 from gateway.live.feeds import Feeds
-from gateway.live.jobs import fetch_data_job
 from gateway.live.outbound import OutboundPolicy
 from gateway.live.sections import CustomSections
 from gateway.live.template_store import TemplateStore
@@ -35,6 +35,7 @@ from gateway.live.timers import Slot, Timer, Timers, period_slot
 from gateway.turn.llm import LLMClient
 
 FETCH_DATA = "fetch_data"
+FETCH_DATA_JOB = "fetch_data"  # the job that runs ``DataInjection.fetch``
 CALENDAR = "calendar"
 _RESCHEDULES = {ENABLED.name: FETCH_DATA, PERIOD.name: FETCH_DATA, URL.name: FETCH_DATA,
                 TIMEZONE.name: CALENDAR}
@@ -124,7 +125,7 @@ class LiveContext:
         intervals = self.settings.data_injection_retry_intervals
         retry = Retry(max=len(intervals), interval=intervals) if intervals else None
         await asyncio.to_thread(
-            self.jobs_queue.enqueue, fetch_data_job, self.settings.agent_id, slot,
+            self.jobs_queue.enqueue, run_job, self.settings.agent_id, FETCH_DATA_JOB, slot,
             job_id=f"fetch-{self.settings.agent_id}-{slot}", retry=retry,
             result_ttl=600, failure_ttl=24 * 3600,
         )

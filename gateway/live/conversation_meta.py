@@ -19,7 +19,7 @@ from gateway.conversation.attributes import CONVERSATION_META, PersonaAttributes
 from gateway.conversation.memory import Memory, format_history
 from gateway.core.clock import Clock
 from gateway.core.events import TurnCompleted
-from gateway.live.jobs import extract_meta_job
+from gateway.jobs.registry import run_job
 from gateway.live.template_store import TemplateStore
 from gateway.live.timers import Timer, periodic_timer
 from gateway.turn.llm import LLMClient
@@ -27,6 +27,7 @@ from gateway.turn.llm import LLMClient
 log = logging.getLogger(__name__)
 
 TIMER = "conversation_meta"
+EXTRACT_META_JOB = "extract_meta"  # the job that runs ``ConversationMeta.extract``
 SWEEP_BATCH = 200  # personas queued per sweep; the rest wait for the next one
 
 STAGES = ["new", "exploring", "deciding", "booking", "support", "closed"]
@@ -122,7 +123,8 @@ class ConversationMeta:
         return periodic_timer(TIMER, "sweep", period_s, sweep)
 
     def _enqueue(self, persona_id: str) -> None:
-        self.queue.enqueue(extract_meta_job, self.agent_id, persona_id, result_ttl=300, failure_ttl=24 * 3600)
+        self.queue.enqueue(run_job, self.agent_id, EXTRACT_META_JOB, persona_id, result_ttl=300,
+                           failure_ttl=24 * 3600)
 
     async def extract(self, persona_id: str) -> str | None:
         """Update and store the persona's ``conversation_meta``; ``None`` when skipped (no LLM)."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
@@ -31,6 +30,7 @@ from gateway.live.calendar import TIMEZONE, day_label
 from gateway.live.context import LiveContext
 from gateway.live.feeds import FeedEntry
 from gateway.live.template_store import TemplateRenderFailed
+from gateway.turn.ports import AssembledPrompt, PromptInputs
 from rag_core.rag_context import replace_rag_placeholder
 from rag_core.tokens import estimate_tokens
 
@@ -55,21 +55,6 @@ BUSINESS_NAME = declare_customer_attribute(
 BUSINESS_INSTRUCTIONS = declare_customer_attribute(
     AttributeSpec("project_attributes_setting_business_instructions", str, "",
                   "instructions for the agent, placed at the top of the system prompt"))
-
-
-@dataclass
-class AssembledPrompt:
-    messages: list[PromptMessage]
-    sections: dict[str, dict[str, int | bool]] = field(default_factory=dict)
-
-
-@dataclass
-class PromptInputs:
-    persona_id: str
-    channel: str
-    memory: list[Message]
-    rag: str = ""
-    variables: dict[str, object] = field(default_factory=dict)
 
 
 def render_feed(entry: FeedEntry, now: datetime) -> str:

@@ -20,9 +20,11 @@ from rq.exceptions import DuplicateJobError
 
 from gateway.conversation.store import RedisStore
 from gateway.core.clock import Clock
-from gateway.live.jobs import timer_tick_job
+from gateway.jobs.registry import run_job
 
 log = logging.getLogger(__name__)
+
+TIMER_TICK_JOB = "timer_tick"  # the job that runs ``Timers.tick``
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,7 @@ class Timers:
 
     def _schedule(self, name: str, slot: Slot) -> None:
         job = self.queue.create_job(
-            timer_tick_job, args=(self.agent_id, name, slot.id), job_id=self.job_id(name, slot.id),
+            run_job, args=(self.agent_id, TIMER_TICK_JOB, name, slot.id), job_id=self.job_id(name, slot.id),
             result_ttl=600, failure_ttl=24 * 3600, description=f"timer {name} slot {slot.id}",
             # A tick not started an hour after its slot is stale anyway; its key then cleans itself up.
             ttl=max(60, int((slot.at - self.clock.now()).total_seconds()) + 3600),

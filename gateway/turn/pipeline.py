@@ -15,7 +15,6 @@ from typing import Protocol
 
 from pydantic import BaseModel
 
-from gateway.channel import DeliveryReport, ReplySink
 from gateway.conversation.memory import Memory
 from gateway.conversation.sessions import Sessions
 from gateway.conversation.store import RedisStore
@@ -36,7 +35,7 @@ from gateway.core.models import (
     utcnow,
 )
 from gateway.core.settings import Settings
-from gateway.live.prompt import PromptInputs
+from gateway.turn.ports import AssembledPrompt, DeliveryReport, PromptAssembler, PromptInputs, ReplySink
 from gateway.turn.responders import KnowledgeHit, Reply, ReplyRequest, Responder
 
 log = logging.getLogger(__name__)
@@ -97,10 +96,6 @@ class ContextPreparer(Protocol):
     """Runs before the prompt is built (RAG context, live data); may fill ``turn.rag`` and the trace."""
 
     async def prepare(self, turn: Turn) -> None: ...
-
-
-class PromptAssembler(Protocol):
-    async def build(self, inputs: PromptInputs): ...  # -> AssembledPrompt
 
 
 @dataclass
@@ -237,7 +232,7 @@ class TurnPipeline:
         return TurnOutcome(turn=turn, reply=reply, agent_message=agent_message, delivery=delivery)
 
     async def compose(self, turn: Turn, clock: _Stopwatch | None = None, pending: Message | None = None,
-                      context_deadline: float | None = None):
+                      context_deadline: float | None = None) -> AssembledPrompt:
         """Memory → context preparers → prompt: the part of a turn the prompt preview shares.
 
         ``pending`` is a user message that is not stored (a preview's sample text); context

@@ -13,10 +13,10 @@ import logging
 from collections.abc import Coroutine
 from typing import Any, Protocol, runtime_checkable
 
-from gateway.channel import ReplySink
 from gateway.conversation.store import RedisStore
 from gateway.core.metrics import Metrics
 from gateway.turn.pipeline import Turn, TurnOutcome, TurnPipeline
+from gateway.turn.ports import ReplySink
 
 __all__ = ["ShowsTyping", "TurnRunner"]
 

@@ -10,8 +10,8 @@ import pytest
 import redis
 from redis.exceptions import ResponseError
 
-from gateway.channel import DeliveryReport
 from gateway.core.models import InboundMessage
+from gateway.turn.ports import DeliveryReport
 from tests.inspect import read_persona_messages
 
 ADMIN = {"Authorization": "Bearer admin-secret"}

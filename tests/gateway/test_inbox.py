@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from gateway.channel import DeliveryRejected, SendWork
 from gateway.inbox.consumer import InboxConsumer
+from gateway.inbox.handler import DeliveryRejected, SendWork
 from gateway.inbox.stream import Delivery
 from gateway.services import Services
 from tests.redis_servers import embedded_redis, redis_url  # noqa: F401 - fixtures: both servers

@@ -7,10 +7,9 @@ import asyncio
 
 import pytest
 
-from gateway.channel import DeliveryReport
 from gateway.core.models import InboundMessage, new_id
-from gateway.jobs import registry as runtime
 from gateway.services import Services
+from gateway.turn.ports import DeliveryReport
 from rag_core.topic import Topic
 
 TOPICS = [
@@ -42,9 +41,9 @@ async def services(settings):
     built = Services.build(settings.model_copy(update={"rag_top_k": 3}))
     await built.knowledge.kb.upsert_many(TOPICS)
     await built.start()
-    runtime.register(built, asyncio.get_running_loop())
+    built.register_jobs(asyncio.get_running_loop())
     yield built
-    runtime.unregister(settings.agent_id)
+    built.unregister_jobs()
     await built.aclose()
 
 

@@ -69,8 +69,8 @@ async def test_attribute_validation_refuses_and_keeps_the_old_value(services):
 
 
 async def test_the_sweep_timer_ends_idle_conversations_without_a_new_message(services):
-    from gateway.conversation.sessions import SWEEP_TIMER
     from gateway.core.models import utcnow
+    from gateway.services import IDLE_SWEEP_TIMER as SWEEP_TIMER
 
     persona = await services.store.resolve_persona("web:idle")
     conv, _ = await services.sessions.open(persona, _inbound("web:idle"))

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from gateway.channel import DeliveryReport
 from gateway.core.models import InboundMessage
 from gateway.services import Services
+from gateway.turn.ports import DeliveryReport
 
 
 class _Sink:

@@ -16,7 +16,6 @@ from pydantic import SecretStr
 
 from gateway.core.clock import ManualClock
 from gateway.http.app import create_app
-from gateway.jobs import registry as runtime
 from gateway.live.feeds import sign
 from gateway.services import Services
 from tests.fakes.data_source import DataSource
@@ -57,9 +56,9 @@ def _drop_rq_jobs(agent_id, redis_url) -> Iterator[None]:
 async def services(live_settings, clock) -> AsyncIterator[Services]:
     """Services on the test's loop, with the manual clock; no worker."""
     built = Services.build(live_settings, run_worker=False, clock=clock)
-    runtime.register(built, asyncio.get_running_loop())
+    built.register_jobs(asyncio.get_running_loop())
     yield built
-    runtime.unregister(live_settings.agent_id)
+    built.unregister_jobs()
     await built.aclose()
 
 
@@ -67,10 +66,10 @@ async def services(live_settings, clock) -> AsyncIterator[Services]:
 async def worker_services(live_settings) -> AsyncIterator[Services]:
     """Services on the real clock with the embedded RQ worker and scheduler, started like the gateway."""
     built = Services.build(live_settings, run_worker=True)
-    runtime.register(built, asyncio.get_running_loop())
+    built.register_jobs(asyncio.get_running_loop())
     await built.start()
     yield built
-    runtime.unregister(live_settings.agent_id)
+    built.unregister_jobs()
     await asyncio.to_thread(built.worker.stop)
     built.worker = None
     await built.aclose()

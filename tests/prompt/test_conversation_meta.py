@@ -6,8 +6,8 @@ import json
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from gateway.channel import DeliveryReport
 from gateway.core.models import InboundMessage
+from gateway.turn.ports import DeliveryReport
 from tests.prompt.conftest import eventually
 
 META = {
@@ -115,7 +115,7 @@ async def test_a_burst_of_turns_queues_one_extraction_once_its_delay_has_passed(
     clock.advance(timedelta(seconds=16))
     assert await meta.sweep() == 1
     [job] = jobs.get_jobs()
-    assert job.func_name == "gateway.live.jobs.extract_meta_job" and job.args[1] == persona.id
+    assert job.func_name == "gateway.jobs.registry.run_job" and job.args[1:] == ("extract_meta", persona.id)
     assert await meta.sweep() == 0  # taken off the due-set: a second sweep queues nothing
     # A turn after that marks the persona due again.
     fake_openai.script_json(META)

@@ -8,8 +8,9 @@ from datetime import UTC, datetime
 
 from rq import Retry
 
+from gateway.jobs.registry import run_job
+from gateway.live.context import FETCH_DATA_JOB
 from gateway.live.data_injection import FETCHED_AT, RETRIEVED, STATUS, period_seconds
-from gateway.live.jobs import fetch_data_job
 from tests.prompt.conftest import eventually
 
 ENABLED = "project_attributes_setting_data_injection_is_enabled"
@@ -100,8 +101,8 @@ async def test_failure_keeps_last_good_data_is_visible_and_retried(worker_servic
     data_source.answer(status=503, json={"error": "still down"})
     data_source.default.json = {"text": "Recovered: 2 rooms"}
     await _configure(services, data_source, period="1h")
-    await asyncio.to_thread(services.queues["jobs"].enqueue, fetch_data_job, services.settings.agent_id, "manual",
-                            retry=Retry(max=2, interval=[1, 1]))
+    await asyncio.to_thread(services.queues["jobs"].enqueue, run_job, services.settings.agent_id, FETCH_DATA_JOB,
+                            "manual", retry=Retry(max=2, interval=[1, 1]))
     await eventually(lambda: len(data_source.requests) >= 1)
     status = await eventually(lambda: _status_after(attrs, "failed"), timeout_s=5)
     assert "HTTP 500" in status
@@ -164,7 +165,7 @@ def test_accepted_fetch_is_completed_by_the_signed_callback(live_gateway, admin,
     for name, value in [(URL, data_source.url), (PAYLOAD, "plain text query"), (ENABLED, True), (PERIOD, "1h")]:
         assert admin.put(f"/api/attributes/{name}", json={"value": value}).status_code == 200
     # The job function itself, as a worker in the gateway's process would run it.
-    status = fetch_data_job(live_gateway.services.settings.agent_id, "s1")
+    status = run_job(live_gateway.services.settings.agent_id, FETCH_DATA_JOB, "s1")
     assert status.startswith("waiting for callback since")
     assert data_source.requests[0]["headers"]["content-type"].startswith("text/plain")
     body = feed_body(data={"rooms_free": 4})

@@ -8,7 +8,7 @@ import httpx
 
 from gateway.core.models import Message, Role
 from gateway.live.feeds import FeedPayload
-from gateway.live.prompt import PromptInputs
+from gateway.turn.ports import PromptInputs
 from tests.inspect import read_trace
 
 RAG = "Breakfast\nServed 7-10 in the garden room.\n\n---\n\nParking\nFree for guests."

@@ -1,0 +1,65 @@
+"""What a turn talks to: where its reply goes (a channel's sink, and what the channel can show),
+and the prompt it asks the assembler for."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+from gateway.core.models import Message, PromptMessage
+
+__all__ = ["AssembledPrompt", "Capabilities", "DeliveryReport", "Markup", "PromptAssembler", "PromptInputs",
+           "ReplySink"]
+
+
+Markup = Literal["plain", "html", "mrkdwn", "markdown"]
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a channel can show; the reply renderer adapts to it."""
+
+    max_length: int
+    markup: Markup = "plain"
+    streaming: bool = False
+    typing: bool = False
+    edit: bool = False
+    voice: bool = False
+
+
+@dataclass(frozen=True)
+class DeliveryReport:
+    delivered: bool
+    parts: int = 1
+    external_ids: tuple[str, ...] = ()
+    error: str | None = None
+
+
+@runtime_checkable
+class ReplySink(Protocol):
+    """Where a turn's reply goes. ``delta`` is called only when the channel streams."""
+
+    streaming: bool
+
+    async def delta(self, text: str) -> None: ...
+
+    async def deliver(self, text: str) -> DeliveryReport: ...
+
+
+@dataclass
+class AssembledPrompt:
+    messages: list[PromptMessage]
+    sections: dict[str, dict[str, int | bool]] = field(default_factory=dict)
+
+
+@dataclass
+class PromptInputs:
+    persona_id: str
+    channel: str
+    memory: list[Message]
+    rag: str = ""
+    variables: dict[str, object] = field(default_factory=dict)
+
+
+class PromptAssembler(Protocol):
+    async def build(self, inputs: PromptInputs) -> AssembledPrompt: ...
