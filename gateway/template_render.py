@@ -77,7 +77,10 @@ class _Render:
             self.result.set_result(text)
         except _Stop as exc:
             if not self.result.done():
-                self.result.set_exception(self.budget.over_time(template_line(exc)))
+                # jinja maps lines only for the exceptions it handles; this one it lets through.
+                line = template_line(exc)
+                line = self.template.get_corresponding_lineno(line) if line else None
+                self.result.set_exception(self.budget.over_time(line))
         except BaseException as exc:  # handed to the awaiting caller, like any executor
             if not self.result.done():
                 self.result.set_exception(exc)
