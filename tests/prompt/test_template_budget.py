@@ -177,5 +177,5 @@ def test_a_template_over_budget_only_on_real_data_falls_back_and_the_preview_say
     assert body["messages"][0]["content"].startswith("You are Switchboard")
 
 
-def test_the_budget_defaults_are_the_settings_defaults(settings):
+def test_the_budget_defaults_are_the_settings_defaults():
     assert RenderBudget.from_settings(Settings.model_construct()) == RenderBudget()
