@@ -116,6 +116,8 @@ async def test_a_stopped_render_stops_using_the_cpu_and_the_next_render_proceeds
         await services.live.templates.render("system", budget=budget, **TEMPLATE_VARIABLES["system"])
     assert stopped.value.limit == "time" and "budget of 0.3 s" in stopped.value.message
     assert time.monotonic() - started < 1.5
+    for thread in _render_threads():  # it may still be returning from setting its result
+        thread.join(0.5)
     assert _render_threads() == []  # the thread ended: it is not spinning on in the background
     cpu, wall = time.process_time(), time.monotonic()
     await asyncio.sleep(0.5)
