@@ -31,6 +31,7 @@ from gateway.outbound import OutboundPolicy
 from gateway.sections import CustomSections
 from gateway.settings import Settings
 from gateway.store import RedisStore
+from gateway.template_render import RenderBudget
 from gateway.template_store import TemplateStore
 from gateway.timers import Slot, Timer, Timers, period_slot
 
@@ -69,7 +70,7 @@ class LiveContext:
         clock: Clock | None = None,
     ) -> LiveContext:
         clock = clock or Clock()
-        templates = TemplateStore(store, clock)
+        templates = TemplateStore(store, clock, RenderBudget.from_settings(settings))
         outbound = OutboundPolicy.parse(settings.outbound_allow_hosts)
         live = cls(
             settings=settings,
