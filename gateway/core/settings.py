@@ -131,6 +131,10 @@ class Settings(BaseSettings):
     conversation_meta_messages: int = 20
     conversation_meta_delay_s: int = 20  # extraction runs this long after a turn (0: at once); a burst costs one
     conversation_meta_sweep_s: int = Field(default=5, ge=1)  # how often due extractions are queued
+    # A prompt template render runs in its own thread and is stopped after this long (it is on every turn)
+    template_render_timeout_s: float = Field(default=1.0, gt=0)
+    # ... and refused when its output, or any value it builds, is longer than this (characters)
+    template_max_output_chars: int = Field(default=2_000_000, ge=10_000)
 
     # Request bodies: refused (413) before they are read past these limits
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)  # any request body, app-wide

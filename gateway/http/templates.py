@@ -1,4 +1,6 @@
-"""``GET/PUT /api/templates/{name}``: operator-editable prompt templates (admin)."""
+"""``GET/PUT /api/templates/{name}``: operator-editable prompt templates (admin). A save whose trial
+render goes over the render budget (settings ``template_render_timeout_s``, ``template_max_output_chars``)
+is refused like a broken one."""
 
 from __future__ import annotations
 
@@ -7,11 +9,14 @@ from datetime import datetime
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 
+from gateway.core.errors import PayloadTooLarge
 from gateway.http.auth import require_admin
+from gateway.http.json_body import AdminRoute
+from gateway.live.template_render import RenderBudget
 from gateway.live.template_store import TEMPLATE_VARIABLES, TemplateVersion
 from gateway.services import Services
 
-router = APIRouter(prefix="/api/templates")
+router = APIRouter(prefix="/api/templates", route_class=AdminRoute)
 
 
 class TemplateBody(BaseModel):
@@ -47,7 +52,12 @@ async def get_template(name: str, services: Services = Depends(require_admin)) -
 
 @router.put("/{name}")
 async def put_template(name: str, body: TemplateBody, services: Services = Depends(require_admin)) -> TemplateOut:
-    return _out(await services.live.templates.put(name, body.source))
+    limit = services.settings.max_value_chars
+    if len(body.source) > limit:
+        raise PayloadTooLarge(
+            f"source is {len(body.source)} characters; the limit is {limit} (SWITCHBOARD_MAX_VALUE_CHARS)")
+    budget = RenderBudget.from_settings(services.settings)
+    return _out(await services.live.templates.put(name, body.source, budget))
 
 
 @router.get("/{name}/versions")

@@ -30,6 +30,7 @@ from gateway.live.data_injection import ENABLED, PERIOD, URL, DataInjection
 from gateway.live.feeds import Feeds
 from gateway.live.outbound import OutboundPolicy
 from gateway.live.sections import CustomSections
+from gateway.live.template_render import RenderBudget
 from gateway.live.template_store import TemplateStore
 from gateway.live.timers import Slot, Timer, Timers, period_slot
 from gateway.turn.llm import LLMClient
@@ -70,7 +71,7 @@ class LiveContext:
         clock: Clock | None = None,
     ) -> LiveContext:
         clock = clock or Clock()
-        templates = TemplateStore(store, clock)
+        templates = TemplateStore(store, clock, RenderBudget.from_settings(settings))
         outbound = OutboundPolicy.parse(settings.outbound_allow_hosts)
         live = cls(
             settings=settings,

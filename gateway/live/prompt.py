@@ -6,6 +6,10 @@ Sections (in the default template's order): ``instructions`` (business instructi
 (``<ConvoAgentCalendar>``), ``injected_data`` (data injection + feeds), ``rag``
 (``<AdditionalInformation>``), and ``memory``. Each is cut to its token budget at a boundary with a
 marker; ``AssembledPrompt.sections`` reports every section's size and what was cut.
+
+The ``system`` template renders within its budget (``SWITCHBOARD_TEMPLATE_RENDER_TIMEOUT_S``,
+``SWITCHBOARD_TEMPLATE_MAX_OUTPUT_CHARS``); a live template that fails or goes over it is replaced
+for this turn by the packaged default, and the ``system`` section of the report says so and why.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from gateway.live.budget import Sized, fit
 from gateway.live.calendar import TIMEZONE, day_label
 from gateway.live.context import LiveContext
 from gateway.live.feeds import FeedEntry
+from gateway.live.template_render import RenderBudget
 from gateway.live.template_store import TemplateRenderFailed
 from gateway.turn.ports import AssembledPrompt, PromptInputs
 from rag_core.rag_context import replace_rag_placeholder
@@ -91,6 +96,7 @@ class PromptBuilder:
         self.persona_attributes = persona_attributes
         self.customer_attributes = customer_attributes
         self.budgets = {**DEFAULT_BUDGETS, **(budgets or {})}
+        self.render_budget = RenderBudget.from_settings(live.settings)
 
     async def sections(self, inputs: PromptInputs) -> dict[str, str]:
         """The raw content of every text section, before budgets."""
@@ -136,14 +142,18 @@ class PromptBuilder:
             "persona_id": inputs.persona_id,
             **inputs.variables,
         }
-        fallback = False
+        why: dict[str, int | bool] = {"default_template": False}
+        notes: list[str] = []
         try:
-            system = await self.live.templates.render("system", **variables)
+            system = await self.live.templates.render("system", budget=self.render_budget, **variables)
         except TemplateRenderFailed as exc:
-            # A live template that passed its checks can still fail on real data: answer anyway.
+            # A live template that passed its checks can still fail on real data, or a version saved
+            # before the budget existed can go over it: answer anyway, with the packaged default.
             log.error("system template failed, using the packaged default: %s", exc.message)
             system = self.live.templates.render_default("system", **variables)
-            fallback = True
+            why = {"default_template": True,
+                   f"template_over_{exc.limit}_budget" if exc.limit else "template_error": True}
+            notes.append(f"system template not used (the packaged default answered): {exc.message}")
         system = replace_rag_placeholder(system, sized["rag"].text).strip() + "\n"
         memory, memory_size = fit_memory(inputs.memory, self.budgets["memory"])
         messages = [PromptMessage(role="system", content=system)]
@@ -153,6 +163,5 @@ class PromptBuilder:
         report = {name: size.report() for name, size in sized.items()}
         report["memory"] = {**memory_size.report(), "chars": sum(len(m.text) for m in memory),
                             "messages": len(memory)}
-        report["system"] = {"chars": len(system), "tokens": estimate_tokens(system), "truncated": False,
-                            "default_template": fallback}
-        return AssembledPrompt(messages=messages, sections=report)
+        report["system"] = {"chars": len(system), "tokens": estimate_tokens(system), "truncated": False, **why}
+        return AssembledPrompt(messages=messages, sections=report, notes=notes)

@@ -1,25 +1,28 @@
 """Operator-editable Jinja2 prompt templates: packaged defaults, overrides in Redis, every save versioned.
 
-Templates run in a ``SandboxedEnvironment`` with ``StrictUndefined``. A save is checked before it
-goes live — syntax, variables the template may not use, and a trial render with sample values
-(which also trips the sandbox) — and refused with the line number; the old version stays live.
+Templates run in jinja's sandbox with ``StrictUndefined`` and bounded values (``template_sandbox``),
+rendered off the event loop within a time and output budget (``template_render``). A save is checked
+before it goes live — syntax, variables the template may not use, and a budgeted trial render with
+sample values (which also trips the sandbox) — and refused with the line number or the budget it
+exceeded; the old version stays live.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import traceback
 from dataclasses import dataclass
 from datetime import datetime
 from importlib import resources
 
 from jinja2 import StrictUndefined, Template, TemplateSyntaxError, meta, nodes
-from jinja2.sandbox import SandboxedEnvironment
 
 from gateway.conversation.store import RedisStore
 from gateway.core.clock import Clock
 from gateway.core.errors import InvalidInput, NotFound, PayloadTooLarge
+from gateway.live.template_render import RenderBudget, render, template_line
+from gateway.live.template_sandbox import BoundedSandbox, OverBudget
+from rag_core.clean_text import scrub_deep
 
 MAX_SOURCE_CHARS = 100_000
 HISTORY = 50
@@ -56,6 +59,14 @@ class TemplateInvalid(InvalidInput):
 class TemplateRenderFailed(InvalidInput):
     """A live template failed while rendering (the caller falls back to the packaged default)."""
 
+    limit: str | None = None  # the budget it went over (``time``, ``output``, ``value``), if that was why
+
+
+class TemplateOverBudget(TemplateRenderFailed):
+    def __init__(self, message: str, limit: str) -> None:
+        super().__init__(message)
+        self.limit = limit
+
 
 @dataclass(frozen=True)
 class TemplateVersion:
@@ -71,16 +82,12 @@ def default_source(name: str) -> str:
     return resources.files("gateway.templates").joinpath(f"{name}.j2").read_text(encoding="utf-8")
 
 
-def _template_line(exc: BaseException) -> int | None:
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == "<template>"]
-    return frames[-1].lineno if frames else None
-
-
 class TemplateStore:
-    def __init__(self, store: RedisStore, clock: Clock) -> None:
+    def __init__(self, store: RedisStore, clock: Clock, budget: RenderBudget | None = None) -> None:
         self.store = store
         self.clock = clock
-        self.env = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+        self.budget = budget or RenderBudget()  # callers that hold the settings pass their own
+        self.env = BoundedSandbox(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
         self._compiled: dict[str, Template] = {}
 
     def _key(self, name: str, *rest: str) -> str:
@@ -99,7 +106,7 @@ class TemplateStore:
         versions = await self.store.redis.llen(self._key(name, "history"))
         if raw is None:
             return TemplateVersion(name, default_source(name), True, None, versions)
-        saved = json.loads(raw)
+        saved = scrub_deep(json.loads(raw))
         return TemplateVersion(name, saved["source"], False, datetime.fromisoformat(saved["saved_at"]), versions)
 
     async def history(self, name: str) -> list[TemplateVersion]:
@@ -107,13 +114,13 @@ class TemplateStore:
         raws = await self.store.redis.lrange(self._key(name, "history"), 0, -1)
         out = []
         for raw in raws:
-            saved = json.loads(raw)
+            saved = scrub_deep(json.loads(raw))
             saved_at = datetime.fromisoformat(saved["saved_at"]) if saved["saved_at"] else None
             out.append(TemplateVersion(name, saved["source"], saved["saved_at"] is None, saved_at))
         return out
 
-    async def put(self, name: str, source: str) -> TemplateVersion:
-        self.check(name, source)
+    async def put(self, name: str, source: str, budget: RenderBudget | None = None) -> TemplateVersion:
+        await self.check(name, source, budget)
         previous = await self.get(name)
         saved_at = self.clock.now()
         old = {"source": previous.source,
@@ -125,8 +132,9 @@ class TemplateStore:
         await pipe.execute()
         return await self.get(name)
 
-    def check(self, name: str, source: str) -> Template:
-        """Compile and trial-render ``source``; ``TemplateInvalid`` (with the line) when it cannot go live."""
+    async def check(self, name: str, source: str, budget: RenderBudget | None = None) -> Template:
+        """Compile and trial-render ``source`` within the budget; ``TemplateInvalid`` (with the line or
+        the budget it went over) when it cannot go live."""
         sample = self._known(name)
         if len(source) > MAX_SOURCE_CHARS:
             raise PayloadTooLarge(f"template {name!r} is longer than {MAX_SOURCE_CHARS} characters")
@@ -146,9 +154,11 @@ class TemplateStore:
             )
         template = self.env.from_string(source)
         try:
-            template.render(**sample)
+            await render(template, sample, budget or self.budget)
+        except OverBudget as exc:
+            raise TemplateInvalid(name, template_line(exc), f"over budget: {exc.message}") from exc
         except Exception as exc:  # any failure of the trial render refuses the template
-            raise TemplateInvalid(name, _template_line(exc), f"{type(exc).__name__}: {exc}") from exc
+            raise TemplateInvalid(name, template_line(exc), f"{type(exc).__name__}: {exc}") from exc
         return template
 
     def compiled(self, name: str, source: str) -> Template:
@@ -160,15 +170,21 @@ class TemplateStore:
             self._compiled[source] = template
         return template
 
-    async def render(self, name: str, **variables: object) -> str:
-        """Render the live version; ``TemplateRenderFailed`` names the line that failed."""
+    async def render(self, name: str, budget: RenderBudget | None = None, **variables: object) -> str:
+        """Render the live version within the budget; ``TemplateRenderFailed`` names the line that
+        failed, ``TemplateOverBudget`` the budget it went over."""
         self._known(name)
         raw = await self.store.redis.get(self._key(name))  # one read per render: this is on every turn
-        source = json.loads(raw)["source"] if raw is not None else default_source(name)
+        source = scrub_deep(json.loads(raw))["source"] if raw is not None else default_source(name)
         try:
-            return self.compiled(name, source).render(**variables)
+            return await render(self.compiled(name, source), variables, budget or self.budget)
+        except OverBudget as exc:
+            line = template_line(exc)
+            raise TemplateOverBudget(
+                f"template {name!r}{f' line {line}' if line else ''}: over budget: {exc.message}", exc.limit
+            ) from exc
         except Exception as exc:  # translated once, here, for every template user
-            line = _template_line(exc)
+            line = template_line(exc)
             raise TemplateRenderFailed(
                 f"template {name!r}{f' line {line}' if line else ''}: {type(exc).__name__}: {exc}"
             ) from exc

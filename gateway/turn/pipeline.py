@@ -195,6 +195,8 @@ class TurnPipeline:
             prompt = await self.compose(turn, clock, context_deadline=now + self.settings.turn_deadline_s / 2)
             turn.trace.prompt = prompt.messages
             turn.trace.sections = prompt.sections
+            for note in prompt.notes:
+                _note(turn, note)
             clock.lap("prompt")
             reply = await self._reply(turn, prompt.messages, sink, deadline)
             clock.lap("llm")

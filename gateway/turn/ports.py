@@ -50,6 +50,7 @@ class ReplySink(Protocol):
 class AssembledPrompt:
     messages: list[PromptMessage]
     sections: dict[str, dict[str, int | bool]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # what went wrong while assembling, for the trace
 
 
 @dataclass
