@@ -32,6 +32,7 @@ from gateway.knowledge.rag_preparation import PREPARE_RAG_JOB, PrepareRagContext
 from gateway.knowledge.search import Knowledge
 from gateway.live.context import FETCH_DATA_JOB, LiveContext
 from gateway.live.conversation_meta import EXTRACT_META_JOB
+from gateway.live.outbound import Resolver, system_resolver
 from gateway.live.prompt import PromptBuilder
 from gateway.live.timers import TIMER_TICK_JOB, Timer, periodic_timer
 from gateway.turn.llm import LLMClient
@@ -99,6 +100,7 @@ class Services:
     @classmethod
     def build(
         cls, settings: Settings, *, run_worker: bool | None = None, clock: Clock | None = None,
+        resolver: Resolver = system_resolver,
         consume_inbox: bool | None = None,
     ) -> Services:
         embedded = None
@@ -129,7 +131,7 @@ class Services:
             else OfflineResponder(settings, topic_count=lambda: knowledge.kb.count(label="rag_context"))
         )
         live = LiveContext.build(
-            settings, store, persona_attributes, customer_attributes, memory, llm, queues, metrics, clock
+            settings, store, persona_attributes, customer_attributes, memory, llm, queues, metrics, clock, resolver
         )
         prompts = PromptBuilder(live, persona_attributes, customer_attributes, settings.prompt_budgets)
         pipeline = TurnPipeline(

@@ -48,13 +48,6 @@ class RedisStore:
             await self.save_persona(persona)
         return persona
 
-    async def link_identity(self, persona: Persona, identity: str) -> bool:
-        if not await self.redis.set(self.key("identity", identity), persona.id, nx=True):
-            return False
-        persona.identities.append(identity)
-        await self.save_persona(persona)
-        return True
-
     async def save_persona(self, persona: Persona) -> None:
         await self.redis.set(self.key("persona", persona.id), persona.model_dump_json())
 

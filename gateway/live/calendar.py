@@ -8,7 +8,7 @@ date; business hours and closed dates are marked on the days they apply. Stored 
 from __future__ import annotations
 
 import re
-from datetime import date, datetime, time, timedelta
+from datetime import date, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gateway.conversation.attributes import AttributeSpec, CustomerAttributes, declare_customer_attribute
@@ -95,12 +95,6 @@ def build_calendar(
         prefix = "today " if offset == 0 else "tomorrow " if offset == 1 else ""
         lines.append(prefix + day_label(day) + _hours_note(day, hours, closed))
     return "\n".join(lines)
-
-
-def next_local_midnight(now: datetime, zone: ZoneInfo) -> datetime:
-    """The next midnight in ``zone`` after ``now``, as an aware datetime (DST-correct)."""
-    local_tomorrow = now.astimezone(zone).date() + timedelta(days=1)
-    return datetime.combine(local_tomorrow, time(0, 0), tzinfo=zone)
 
 
 class CalendarService:

@@ -28,7 +28,7 @@ from gateway.live.calendar import (
 from gateway.live.conversation_meta import ConversationMeta
 from gateway.live.data_injection import ENABLED, PERIOD, URL, DataInjection
 from gateway.live.feeds import Feeds
-from gateway.live.outbound import OutboundPolicy
+from gateway.live.outbound import OutboundPolicy, Resolver, system_resolver
 from gateway.live.sections import CustomSections
 from gateway.live.template_render import RenderBudget
 from gateway.live.template_store import TemplateStore
@@ -69,10 +69,11 @@ class LiveContext:
         queues: dict[str, Queue],
         metrics: Metrics,
         clock: Clock | None = None,
+        resolver: Resolver = system_resolver,
     ) -> LiveContext:
         clock = clock or Clock()
         templates = TemplateStore(store, clock, RenderBudget.from_settings(settings))
-        outbound = OutboundPolicy.parse(settings.outbound_allow_hosts)
+        outbound = OutboundPolicy.parse(settings.outbound_allow_hosts, resolver)
         live = cls(
             settings=settings,
             clock=clock,

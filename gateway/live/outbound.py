@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -28,13 +29,30 @@ class OutboundRefused(InvalidInput):
     """A URL the gateway will not fetch (scheme, unresolvable, or a forbidden address)."""
 
 
+async def system_resolver(host: str, port: int) -> list[IPAddress]:
+    """The addresses ``host`` resolves to (the host itself when it is an IP literal)."""
+    try:
+        return [ipaddress.ip_address(host)]
+    except ValueError:
+        pass
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise OutboundRefused(f"outbound URL host {host!r} does not resolve: {exc}") from exc
+    return sorted({ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos}, key=str)
+
+
+Resolver = Callable[[str, int], Awaitable[list[IPAddress]]]
+
+
 @dataclass(frozen=True)
 class OutboundPolicy:
     allowed_hosts: frozenset[str] = frozenset()
     allowed_networks: tuple[IPNetwork, ...] = ()
+    resolver: Resolver = system_resolver  # tests give one that answers what they need
 
     @classmethod
-    def parse(cls, spec: str) -> OutboundPolicy:
+    def parse(cls, spec: str, resolver: Resolver = system_resolver) -> OutboundPolicy:
         hosts: set[str] = set()
         networks: list[IPNetwork] = []
         for item in (part.strip() for part in spec.split(",")):
@@ -44,7 +62,7 @@ class OutboundPolicy:
                 networks.append(ipaddress.ip_network(item, strict=False))
             except ValueError:
                 hosts.add(item.lower().rstrip("."))
-        return cls(frozenset(hosts), tuple(networks))
+        return cls(frozenset(hosts), tuple(networks), resolver)
 
     def _allowed_ip(self, ip: IPAddress) -> bool:
         return any(ip in net for net in self.allowed_networks)
@@ -78,7 +96,7 @@ class OutboundPolicy:
             return []
         if host in _METADATA_HOSTS:
             raise OutboundRefused(f"outbound URL host {host!r} is a cloud metadata service")
-        addresses = await _resolve(host, parts.port or (443 if parts.scheme == "https" else 80))
+        addresses = await self.resolver(host, parts.port or (443 if parts.scheme == "https" else 80))
         for ip in addresses:
             reason = self.forbidden_reason(ip)
             if reason is not None:
@@ -108,15 +126,3 @@ def pinned(url: str, addresses: list[IPAddress]) -> PinnedRequest:
     netloc = (f"{userinfo}@" if userinfo else "") + (literal if parts.port is None else f"{literal}:{parts.port}")
     extensions = {"sni_hostname": parts.hostname} if parts.scheme == "https" else {}
     return PinnedRequest(parts._replace(netloc=netloc).geturl(), {"Host": host_header}, extensions)
-
-
-async def _resolve(host: str, port: int) -> list[IPAddress]:
-    try:
-        return [ipaddress.ip_address(host)]
-    except ValueError:
-        pass
-    try:
-        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except OSError as exc:
-        raise OutboundRefused(f"outbound URL host {host!r} does not resolve: {exc}") from exc
-    return sorted({ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos}, key=str)

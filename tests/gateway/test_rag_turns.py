@@ -113,16 +113,20 @@ async def test_voice_turn_runs_rag_as_a_job_on_the_rag_queue(services, fake_open
     assert "We are open 9:00-17:00" in fake_openai.chat_requests()[-1]["body"]["messages"][0]["content"]
 
 
-async def test_voice_turn_goes_on_with_the_stored_context_when_the_job_is_late(services, fake_openai):
-    services.settings.rag_voice_wait_ms = 100
-    persona = await services.store.resolve_persona("phone:+15550101")
-    await services.persona_attributes.set(persona.id, "rag", "Repairs\nA flat tyre repair is 12 euros.\n\n---\n\n")
-    turn = await services.pipeline.accept(inbound("and the price?", "phone:+15550101", "twilio_voice"), voice=True)
-    outcome = await services.pipeline.run(turn, Sink())  # no worker runs the rag queue
-    assert "not" not in (outcome.turn.trace.retrieval.strategy or "")
-    assert "used the stored context" in outcome.turn.trace.retrieval.skipped
-    assert "A flat tyre repair is 12 euros." in fake_openai.chat_requests()[-1]["body"]["messages"][0]["content"]
-    assert services.queues["rag"].count == 1  # the job is still there for a worker to pick up
+async def test_voice_turn_goes_on_with_the_stored_context_when_the_job_is_late(settings, fake_openai):
+    services = Services.build(settings.model_copy(update={"rag_voice_wait_ms": 100}), run_worker=False)
+    await services.start()
+    try:
+        persona = await services.store.resolve_persona("phone:+15550101")
+        await services.persona_attributes.set(persona.id, "rag", "Repairs\nA flat tyre repair is 12 euros.\n\n---\n\n")
+        turn = await services.pipeline.accept(inbound("and the price?", "phone:+15550101", "twilio_voice"), voice=True)
+        outcome = await services.pipeline.run(turn, Sink())  # no worker runs the rag queue
+        assert outcome.turn.trace.retrieval.strategy == "queued"
+        assert "used the stored context" in outcome.turn.trace.retrieval.skipped
+        assert "A flat tyre repair is 12 euros." in fake_openai.chat_requests()[-1]["body"]["messages"][0]["content"]
+        assert services.queues["rag"].count == 1  # the job is still there for a worker to pick up
+    finally:
+        await services.aclose()
 
 
 async def test_knowledge_base_down_means_reply_without_rag(services, fake_openai):

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from datetime import UTC, date, datetime
-from zoneinfo import ZoneInfo
 
 import pytest
 
-from gateway.live.calendar import CALENDAR, build_calendar, next_local_midnight, ordinal
+from gateway.live.calendar import CALENDAR, build_calendar, ordinal
 from gateway.live.context import CALENDAR as CALENDAR_TIMER
 
 
@@ -63,15 +62,6 @@ def test_year_end_and_business_hours_and_closed_dates_are_marked():
         "Friday 1st of January 2027: closed",
         "Saturday 2nd of January 2027: open 10:00-14:00",
     ]
-
-
-def test_next_midnight_is_dst_correct():
-    berlin = ZoneInfo("Europe/Berlin")
-    # 2026-03-29: clocks go 02:00 CET -> 03:00 CEST. Midnight before is UTC+1, midnight after UTC+2.
-    before = next_local_midnight(datetime(2026, 3, 28, 12, 0, tzinfo=UTC), berlin)
-    after = next_local_midnight(datetime(2026, 3, 29, 12, 0, tzinfo=UTC), berlin)
-    assert before.astimezone(UTC) == datetime(2026, 3, 28, 23, 0, tzinfo=UTC)
-    assert after.astimezone(UTC) == datetime(2026, 3, 29, 22, 0, tzinfo=UTC)
 
 
 async def test_today_follows_the_project_time_zone_across_dst(services, clock):

@@ -8,6 +8,7 @@ import pytest
 
 from gateway.live.data_injection import STATUS
 from gateway.live.outbound import OutboundPolicy, OutboundRefused
+from gateway.services import Services
 
 
 @pytest.mark.parametrize(
@@ -45,15 +46,19 @@ async def test_allow_list_takes_hosts_and_cidrs():
         await policy.check("http://169.254.169.254/")
 
 
-async def test_fetch_to_a_refused_target_records_why_and_sends_nothing(services, data_source):
-    attrs = services.customer_attributes
-    services.live.data_injection.outbound = OutboundPolicy.parse("")  # the default: nothing private allowed
-    await attrs.set("project_attributes_setting_data_injection_is_enabled", True)
-    await attrs.set("project_attributes_setting_data_injection_url", data_source.url)
-    status = await services.live.data_injection.fetch("slot-1")
-    assert status.startswith("failed at") and "loopback" in status
-    assert await attrs.get(STATUS.name) == status
-    assert data_source.requests == []
+async def test_fetch_to_a_refused_target_records_why_and_sends_nothing(live_settings, clock, data_source):
+    strict = live_settings.model_copy(update={"outbound_allow_hosts": ""})  # the default: nothing private allowed
+    services = Services.build(strict, run_worker=False, clock=clock)
+    try:
+        attrs = services.customer_attributes
+        await attrs.set("project_attributes_setting_data_injection_is_enabled", True)
+        await attrs.set("project_attributes_setting_data_injection_url", data_source.url)
+        status = await services.live.data_injection.fetch("slot-1")
+        assert status.startswith("failed at") and "loopback" in status
+        assert await attrs.get(STATUS.name) == status
+        assert data_source.requests == []
+    finally:
+        await services.aclose()
 
 
 def test_a_checked_url_is_pinned_to_the_checked_address():
@@ -70,22 +75,27 @@ def test_a_checked_url_is_pinned_to_the_checked_address():
     assert pinned("https://inventory.internal/d", []).url == "https://inventory.internal/d"
 
 
-async def test_the_fetch_connects_to_the_address_it_checked(services, data_source, monkeypatch):
+async def test_the_fetch_connects_to_the_address_it_checked(live_settings, clock, data_source):
     """DNS answered once, at the check: ``rebind.test`` resolved to the data source's loopback address
     then, and cannot be resolved at all afterwards (a rebinding server's later answer could be
     anything). The fetch must connect to the checked address, not look the name up again."""
-    import gateway.live.outbound
+    asked = []
 
     async def checked_once(host: str, port: int):
+        asked.append(host)
         assert host == "rebind.test"
         return [ipaddress.ip_address("127.0.0.1")]
 
-    monkeypatch.setattr(gateway.live.outbound, "_resolve", checked_once)
-    attrs = services.customer_attributes
-    services.live.data_injection.outbound = OutboundPolicy.parse("127.0.0.0/8")
-    by_name = data_source.url.replace("127.0.0.1", "rebind.test")
-    await attrs.set("project_attributes_setting_data_injection_is_enabled", True)
-    await attrs.set("project_attributes_setting_data_injection_url", by_name)
-    assert await services.live.data_injection.fetch("slot-2") == "ok"
-    [request] = data_source.requests
-    assert request["headers"]["host"] == by_name.split("/")[2]  # the source still sees its own name
+    allowing = live_settings.model_copy(update={"outbound_allow_hosts": "127.0.0.0/8"})
+    services = Services.build(allowing, run_worker=False, clock=clock, resolver=checked_once)
+    try:
+        attrs = services.customer_attributes
+        by_name = data_source.url.replace("127.0.0.1", "rebind.test")
+        await attrs.set("project_attributes_setting_data_injection_is_enabled", True)
+        await attrs.set("project_attributes_setting_data_injection_url", by_name)
+        assert await services.live.data_injection.fetch("slot-2") == "ok"
+        [request] = data_source.requests
+        assert request["headers"]["host"] == by_name.split("/")[2]  # the source still sees its own name
+        assert asked == ["rebind.test"]  # looked up once, by the check
+    finally:
+        await services.aclose()
