@@ -50,6 +50,7 @@ from gateway.channel import (
     Delivery,
     DeliveryRejected,
     DeliveryReport,
+    EndReason,
     SendWork,
     ServiceUnavailable,
     TurnWork,
@@ -236,7 +237,7 @@ class TelegramAdapter:
         persona = await store.resolve_persona(event.identity, event.display_name)
         current = await store.active_conversation(persona.id, CHANNEL, event.thread)
         if current is not None:
-            await self.context.sessions.end(current, "restart")
+            await self.context.sessions.end(current, EndReason.RESTART)
 
     async def _poll(self) -> None:
         offset: int | None = None

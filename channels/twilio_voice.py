@@ -22,7 +22,15 @@ from twilio.twiml.voice_response import Gather, VoiceResponse
 from channels.delivery import turn_runner
 from channels.render import render
 from channels.twilio_rest import CallWebhook, twilio_configured, verified_form
-from gateway.channel import BadRequest, Capabilities, ChannelContext, DeliveryReport, InboundMessage, RedisStore
+from gateway.channel import (
+    BadRequest,
+    Capabilities,
+    ChannelContext,
+    DeliveryReport,
+    EndReason,
+    InboundMessage,
+    RedisStore,
+)
 
 __all__ = ["TwilioVoiceAdapter", "VoiceSink", "build"]
 
@@ -122,7 +130,7 @@ class TwilioVoiceAdapter:
         if call.call_status in ENDED_STATUSES:
             conv_id = await self.store.redis.get(self.store.key("voice", "call", call.call_sid))
             conversation = await self.store.get_conversation(conv_id.decode()) if conv_id else None
-            if conversation is not None and await self.context.sessions.end(conversation, "call_ended"):
+            if conversation is not None and await self.context.sessions.end(conversation, EndReason.CALL_ENDED):
                 log.info("call %s %s: conversation %s ended", call.call_sid, call.call_status, conversation.id)
         return Response(status_code=204)
 

@@ -8,7 +8,7 @@ from datetime import timedelta
 from gateway.conversation.attributes import PersonaAttributes
 from gateway.conversation.store import RedisStore
 from gateway.core.events import ConversationEnded, ConversationStarted, EventBus
-from gateway.core.models import Conversation, InboundMessage, Persona, utcnow
+from gateway.core.models import Conversation, EndReason, InboundMessage, Persona, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ class Sessions:
         now = utcnow()
         conv = await self.store.active_conversation(persona.id, inbound.channel, inbound.thread)
         if conv is not None and now - conv.last_activity_at > self.timeout:
-            await self.end(conv, "timeout")
+            await self.end(conv, EndReason.TIMEOUT)
             conv = None
         started = conv is None
         if conv is None:
@@ -46,7 +46,7 @@ class Sessions:
             await self.events.publish(ConversationStarted(persona=persona, conversation=conv))
         return conv, started
 
-    async def end(self, conversation: Conversation, reason: str) -> bool:
+    async def end(self, conversation: Conversation, reason: EndReason) -> bool:
         """End once; a second call (another replica, a late status callback) is a no-op."""
         if not await self.store.redis.zrem(self.activity_key, conversation.id):
             fresh = await self.store.get_conversation(conversation.id)
@@ -74,5 +74,5 @@ class Sessions:
             if conv is None:
                 await self.store.redis.zrem(self.activity_key, raw)
                 continue
-            ended += await self.end(conv, "timeout")
+            ended += await self.end(conv, EndReason.TIMEOUT)
         return ended

@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from gateway.core.models import Conversation, Persona
+from gateway.core.models import Conversation, EndReason, Persona
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +22,7 @@ class ConversationStarted:
 class ConversationEnded:
     persona_id: str
     conversation: Conversation
-    reason: str  # "timeout" | "explicit" | "call_ended" | ...
+    reason: EndReason
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,14 @@ class Role(StrEnum):
     SYSTEM = "system"
 
 
+class EndReason(StrEnum):
+    """Why a conversation ended."""
+
+    TIMEOUT = "timeout"  # idle past SWITCHBOARD_INACTIVITY_TIMEOUT_S
+    RESTART = "restart"  # the user asked to start over (Telegram /start)
+    CALL_ENDED = "call_ended"  # the phone call hung up
+
+
 class DeliveryStatus(StrEnum):
     PENDING = "pending"
     DELIVERED = "delivered"
@@ -80,7 +88,7 @@ class Conversation(BaseModel):
     started_at: datetime = Field(default_factory=utcnow)
     last_activity_at: datetime = Field(default_factory=utcnow)
     ended_at: datetime | None = None
-    end_reason: str | None = None
+    end_reason: EndReason | None = None
 
     @property
     def active(self) -> bool:
@@ -119,9 +127,16 @@ class PromptMessage(BaseModel):
     content: Text
 
 
+class CandidateTrace(BaseModel):
+    """A topic retrieval considered, with its score (0 when the strategy gives none)."""
+
+    source: str
+    score: float = 0.0
+
+
 class RetrievalTrace(BaseModel):
     strategy: str | None = None
-    candidates: list[dict[str, float | str]] = Field(default_factory=list)
+    candidates: list[CandidateTrace] = Field(default_factory=list)
     selected: list[str] = Field(default_factory=list)
     fallback: Text | None = None
     skipped: Text | None = None

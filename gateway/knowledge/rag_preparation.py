@@ -18,7 +18,7 @@ from rq.job import Job, JobStatus
 from gateway.conversation.attributes import PersonaAttributes
 from gateway.conversation.memory import Memory
 from gateway.core.events import ConversationStarted
-from gateway.core.models import Message, RetrievalTrace, Role
+from gateway.core.models import CandidateTrace, Message, RetrievalTrace, Role
 from gateway.core.settings import Settings
 from gateway.jobs.registry import run_job
 from gateway.turn.pipeline import Turn
@@ -37,7 +37,7 @@ _DONE = {JobStatus.FINISHED, JobStatus.FAILED, JobStatus.STOPPED, JobStatus.CANC
 def retrieval_trace(result: SearchResult) -> RetrievalTrace:
     return RetrievalTrace(
         strategy=result.strategy,
-        candidates=[{"source": c.source, "score": c.score if c.score is not None else 0.0} for c in result.candidates],
+        candidates=[CandidateTrace(source=c.source, score=c.score or 0.0) for c in result.candidates],
         selected=[hit.topic.source for hit in result.hits],
         fallback=result.fallback_reason if result.fell_back else None,
         timings_ms=result.timings_ms,

@@ -72,7 +72,7 @@ async def test_chat_turn_selects_articles_and_fills_the_placeholder(services, fa
     assert rag.strip() in system and "<||rag_placeholder||>" not in system
     retrieval = outcome.turn.trace.retrieval
     assert retrieval.strategy == "hybrid_llm" and retrieval.selected == ["rent"]  # unknown + duplicate dropped
-    assert retrieval.candidates[0]["source"] == "rent"  # the hybrid pre-filter ranked it first
+    assert retrieval.candidates[0].source == "rent"  # the hybrid pre-filter ranked it first
 
 
 async def test_nothing_selected_gives_no_additional_information(services, fake_openai):
