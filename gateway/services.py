@@ -30,6 +30,7 @@ from gateway.jobs.worker import QUEUES, InProcessWorker
 from gateway.knowledge.demo import load_demo_knowledge
 from gateway.knowledge.rag_preparation import PREPARE_RAG_JOB, PrepareRagContext
 from gateway.knowledge.search import Knowledge
+from gateway.live.catalogue import CUSTOMER_ATTRIBUTES, PERSONA_ATTRIBUTES
 from gateway.live.context import FETCH_DATA_JOB, LiveContext
 from gateway.live.conversation_meta import EXTRACT_META_JOB
 from gateway.live.outbound import Resolver, system_resolver
@@ -113,14 +114,14 @@ class Services:
         redis = Redis(connection_pool=BlockingConnectionPool.from_url(redis_url, max_connections=128, timeout=20))
         sync = redis_sync.Redis.from_url(redis_url)
         store = RedisStore(redis, settings.agent_id)
-        persona_attributes = PersonaAttributes(store)
+        persona_attributes = PersonaAttributes(store, PERSONA_ATTRIBUTES)
         events = EventBus()
         metrics = Metrics()
         memory = Memory(store)
         sessions = Sessions(store, persona_attributes, events, settings.inactivity_timeout_s)
         lock = TurnLock(redis, store.prefix, lease_s=settings.turn_lock_lease_s)
         llm = LLMClient(settings) if settings.llm_configured else None
-        customer_attributes = CustomerAttributes(store)
+        customer_attributes = CustomerAttributes(store, CUSTOMER_ATTRIBUTES)
         queues = {q: Queue(settings.queue_name(q), connection=sync) for q in QUEUES}
         knowledge = Knowledge(settings, llm)
         rag = PrepareRagContext(settings, knowledge, persona_attributes, memory, queues["rag"])

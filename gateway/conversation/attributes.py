@@ -8,7 +8,7 @@ clears it); values are validated on write so a bad value is refused and the old 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,33 +47,13 @@ class AttributeSpec:
         return json.dumps(self._adapter.dump_python(value, mode="json"))
 
 
-PERSONA_ATTRIBUTES: dict[str, AttributeSpec] = {}
-CUSTOMER_ATTRIBUTES: dict[str, AttributeSpec] = {}
-
-
-def declare_persona_attribute(spec: AttributeSpec) -> AttributeSpec:
-    PERSONA_ATTRIBUTES[spec.name] = spec
-    return spec
-
-
-def declare_customer_attribute(spec: AttributeSpec) -> AttributeSpec:
-    CUSTOMER_ATTRIBUTES[spec.name] = spec
-    return spec
-
-
-RAG = declare_persona_attribute(
-    AttributeSpec("rag", description="knowledge-base context for this session", session_scoped=True)
-)
-CONVERSATION_META = declare_persona_attribute(
-    AttributeSpec("conversation_meta", description="what is known about the user and conversation")
-)
-CUSTOM_PROMPT_SECTION = declare_persona_attribute(
-    AttributeSpec("custom_prompt_section", description="named sections injected into the prompt")
-)
+RAG = AttributeSpec("rag", description="knowledge-base context for this session", session_scoped=True)
+CONVERSATION_META = AttributeSpec("conversation_meta", description="what is known about the user and conversation")
+CUSTOM_PROMPT_SECTION = AttributeSpec("custom_prompt_section", description="named sections injected into the prompt")
 
 
 class _AttributeHash:
-    def __init__(self, store: RedisStore, specs: dict[str, AttributeSpec], what: str) -> None:
+    def __init__(self, store: RedisStore, specs: Mapping[str, AttributeSpec], what: str) -> None:
         self.store = store
         self.specs = specs
         self.what = what
@@ -104,8 +84,8 @@ class _AttributeHash:
 
 
 class PersonaAttributes(_AttributeHash):
-    def __init__(self, store: RedisStore) -> None:
-        super().__init__(store, PERSONA_ATTRIBUTES, "persona")
+    def __init__(self, store: RedisStore, specs: Mapping[str, AttributeSpec]) -> None:
+        super().__init__(store, specs, "persona")
 
     def _key(self, persona_id: str) -> str:
         return self.store.key("persona", persona_id, "attrs")
@@ -126,8 +106,8 @@ class PersonaAttributes(_AttributeHash):
 
 
 class CustomerAttributes(_AttributeHash):
-    def __init__(self, store: RedisStore) -> None:
-        super().__init__(store, CUSTOMER_ATTRIBUTES, "customer")
+    def __init__(self, store: RedisStore, specs: Mapping[str, AttributeSpec]) -> None:
+        super().__init__(store, specs, "customer")
 
     @property
     def _key(self) -> str:

@@ -11,7 +11,7 @@ import re
 from datetime import date, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from gateway.conversation.attributes import AttributeSpec, CustomerAttributes, declare_customer_attribute
+from gateway.conversation.attributes import AttributeSpec, CustomerAttributes
 from gateway.core.clock import Clock
 
 DAYS = 45
@@ -45,23 +45,15 @@ def _check_hours(hours: dict[str, str]) -> dict[str, str]:
     return normalized
 
 
-TIMEZONE = declare_customer_attribute(
-    AttributeSpec("project_attributes_setting_timezone", str, "UTC", "IANA time zone of the business",
+TIMEZONE = AttributeSpec("project_attributes_setting_timezone", str, "UTC", "IANA time zone of the business",
                   check=_check_timezone)
-)
-BUSINESS_HOURS = declare_customer_attribute(
-    AttributeSpec("project_attributes_setting_business_hours", dict[str, str], {},
+BUSINESS_HOURS = AttributeSpec("project_attributes_setting_business_hours", dict[str, str], {},
                   "opening hours per weekday, e.g. {\"mon\": \"09:00-17:00\", \"sun\": \"closed\"}",
                   check=_check_hours)
-)
-CLOSED_DATES = declare_customer_attribute(
-    AttributeSpec("project_attributes_setting_closed_dates", dict[date, str], {},
+CLOSED_DATES = AttributeSpec("project_attributes_setting_closed_dates", dict[date, str], {},
                   "dates the business is closed, with an optional reason")
-)
-CALENDAR = declare_customer_attribute(
-    AttributeSpec("project_attributes_private_dynamic_prompt_calendar", str, "",
+CALENDAR = AttributeSpec("project_attributes_private_dynamic_prompt_calendar", str, "",
                   "the 45-day calendar injected into the prompt", private=True)
-)
 
 
 def ordinal(day: int) -> str:

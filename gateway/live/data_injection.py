@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from gateway.conversation.attributes import AttributeSpec, CustomerAttributes, declare_customer_attribute
+from gateway.conversation.attributes import AttributeSpec, CustomerAttributes
 from gateway.core.clock import Clock, describe_age
 from gateway.core.errors import GatewayError, LLMError
 from gateway.core.metrics import Metrics
@@ -63,29 +63,29 @@ def _check_url(value: str) -> str:
     return value
 
 
-ENABLED = declare_customer_attribute(AttributeSpec(
-    "project_attributes_setting_data_injection_is_enabled", bool, False, "run FetchData on its timer"))
-PERIOD = declare_customer_attribute(AttributeSpec(
+ENABLED = AttributeSpec(
+    "project_attributes_setting_data_injection_is_enabled", bool, False, "run FetchData on its timer")
+PERIOD = AttributeSpec(
     "project_attributes_setting_data_injection_update_period", int | str, "1h",
-    "how often FetchData runs: seconds or 30s / 5m / 1h", check=_check_period))
-NEEDS_SUMMARY = declare_customer_attribute(AttributeSpec(
+    "how often FetchData runs: seconds or 30s / 5m / 1h", check=_check_period)
+NEEDS_SUMMARY = AttributeSpec(
     "project_attributes_setting_data_injection_needs_summary", bool, False,
-    "summarize fetched data with the LLM before injecting it"))
-URL = declare_customer_attribute(AttributeSpec(
+    "summarize fetched data with the LLM before injecting it")
+URL = AttributeSpec(
     "project_attributes_setting_data_injection_url", str, "", "where FetchData POSTs the payload",
-    check=_check_url))
-PAYLOAD = declare_customer_attribute(AttributeSpec(
+    check=_check_url)
+PAYLOAD = AttributeSpec(
     "project_attributes_private_data_injection_payload", str, "",
-    "the body FetchData POSTs (sent as JSON when it parses as JSON)"))
-RETRIEVED = declare_customer_attribute(AttributeSpec(
+    "the body FetchData POSTs (sent as JSON when it parses as JSON)")
+RETRIEVED = AttributeSpec(
     "project_attributes_private_data_injection_retrieved_data", str, "",
-    "the most recently fetched and processed data", private=True))
-FETCHED_AT = declare_customer_attribute(AttributeSpec(
+    "the most recently fetched and processed data", private=True)
+FETCHED_AT = AttributeSpec(
     "project_attributes_private_data_injection_fetched_at", datetime | None, None,
-    "when the retrieved data was fetched", private=True))
-STATUS = declare_customer_attribute(AttributeSpec(
+    "when the retrieved data was fetched", private=True)
+STATUS = AttributeSpec(
     "project_attributes_private_data_injection_status", str, "never fetched",
-    "outcome of the last fetch", private=True))
+    "outcome of the last fetch", private=True)
 
 
 class DataInjectionFailed(GatewayError):

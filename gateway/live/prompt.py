@@ -25,7 +25,6 @@ from gateway.conversation.attributes import (
     AttributeSpec,
     CustomerAttributes,
     PersonaAttributes,
-    declare_customer_attribute,
 )
 from gateway.core.clock import describe_age
 from gateway.core.models import Message, PromptMessage, Role
@@ -53,13 +52,10 @@ DEFAULT_BUDGETS: dict[str, int] = {
     "memory": 4000,
 }
 
-AGENT_NAME = declare_customer_attribute(
-    AttributeSpec("project_attributes_setting_agent_name", str, "Switchboard", "the agent's name"))
-BUSINESS_NAME = declare_customer_attribute(
-    AttributeSpec("project_attributes_setting_business_name", str, "our business", "the business's name"))
-BUSINESS_INSTRUCTIONS = declare_customer_attribute(
-    AttributeSpec("project_attributes_setting_business_instructions", str, "",
-                  "instructions for the agent, placed at the top of the system prompt"))
+AGENT_NAME = AttributeSpec("project_attributes_setting_agent_name", str, "Switchboard", "the agent's name")
+BUSINESS_NAME = AttributeSpec("project_attributes_setting_business_name", str, "our business", "the business's name")
+BUSINESS_INSTRUCTIONS = AttributeSpec("project_attributes_setting_business_instructions", str, "",
+                  "instructions for the agent, placed at the top of the system prompt")
 
 
 def render_feed(entry: FeedEntry, now: datetime) -> str:

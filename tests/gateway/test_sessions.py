@@ -57,15 +57,15 @@ async def test_a_message_after_the_timeout_starts_a_new_conversation(services):
 async def test_attribute_validation_refuses_and_keeps_the_old_value(services):
     import pytest
 
-    from gateway.conversation.attributes import AttributeSpec, declare_customer_attribute
+    from gateway.conversation.attributes import AttributeSpec, CustomerAttributes
     from gateway.core.errors import InvalidInput
 
-    declare_customer_attribute(AttributeSpec("test_max_party", type=int, default=4))
-    assert await services.customer_attributes.get("test_max_party") == 4
-    await services.customer_attributes.set("test_max_party", "6")
+    attributes = CustomerAttributes(services.store, {"test_max_party": AttributeSpec("test_max_party", int, 4)})
+    assert await attributes.get("test_max_party") == 4
+    await attributes.set("test_max_party", "6")
     with pytest.raises(InvalidInput, match="test_max_party"):
-        await services.customer_attributes.set("test_max_party", "six")
-    assert await services.customer_attributes.get("test_max_party") == 6
+        await attributes.set("test_max_party", "six")
+    assert await attributes.get("test_max_party") == 6
 
 
 async def test_the_sweep_timer_ends_idle_conversations_without_a_new_message(services):
