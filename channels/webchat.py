@@ -30,6 +30,7 @@ from gateway.channel import (
     TurnOutcome,
     bearer_token,
     decode_json,
+    unexpected_failure,
 )
 
 log = logging.getLogger(__name__)
@@ -239,9 +240,11 @@ class WebChatAdapter:
                 await _send_error(ws, exc.status, exc.kind, exc.message)
             except WebSocketDisconnect:
                 return
-            except Exception:  # the top of a socket request: log it, tell the client, keep the socket
-                log.exception("web-chat socket message failed")
-                await _send_error(ws, 500, "internal_error", "internal error; please try again")
+            except Exception as exc:  # the top of a socket request: log it, tell the client, keep the socket
+                status, kind, message = unexpected_failure(exc)
+                if status == 500:
+                    log.exception("web-chat socket message failed")
+                await _send_error(ws, status, kind, message)
 
     def router(self) -> APIRouter:
         router = APIRouter(route_class=JSONBodyRoute)

@@ -9,6 +9,9 @@ from dataclasses import dataclass, field
 
 import redis as redis_sync
 from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 from rq import Queue
 
 from gateway.conversation.attributes import CustomerAttributes, PersonaAttributes
@@ -110,9 +113,18 @@ class Services:
             embedded = EmbeddedRedis(settings.data_dir / "redis")
             embedded.start()
             redis_url = embedded.url
-        # A blocking pool waits for a free connection under bursts instead of failing the request.
-        redis = Redis(connection_pool=BlockingConnectionPool.from_url(redis_url, max_connections=128, timeout=20))
-        sync = redis_sync.Redis.from_url(redis_url)
+        # A blocking pool waits for a free connection under bursts instead of failing the request; bounded
+        # connect and read times make a Redis that is down (or drops packets) a quick, clear 503.
+        redis = Redis(connection_pool=BlockingConnectionPool.from_url(
+            redis_url, max_connections=128, timeout=settings.redis_pool_wait_s,
+            socket_connect_timeout=settings.redis_connect_timeout_s, socket_timeout=settings.redis_socket_timeout_s,
+            health_check_interval=30,
+            # A pooled connection that Redis closed (it restarted) is replaced at once, not reported as an error;
+            # a timeout is not retried, so a hung Redis costs one read timeout.
+            retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), 2, supported_errors=(RedisConnectionError,)),
+        ))
+        # RQ's workers block on this client for longer than any request would: only connecting is bounded.
+        sync = redis_sync.Redis.from_url(redis_url, socket_connect_timeout=settings.redis_connect_timeout_s)
         store = RedisStore(redis, settings.agent_id)
         persona_attributes = PersonaAttributes(store, PERSONA_ATTRIBUTES)
         events = EventBus()

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from gateway.core.logs import configure_logging
 from gateway.core.settings import Settings
+from gateway.jobs.redis_check import RedisUnreachable, check_redis
 
 
 def _serve(args: argparse.Namespace, settings: Settings) -> int:
@@ -20,6 +21,8 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
 
     if args.demo:
         settings = settings.model_copy(update={"demo": True})
+    if settings.redis_url is not None:  # a gateway without its system of record would only answer 503s
+        check_redis(settings.redis_url, settings.redis_connect_timeout_s)
     app = create_app(settings)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
     return 0
@@ -38,6 +41,7 @@ def _worker(args: argparse.Namespace, settings: Settings) -> int:
             file=sys.stderr,
         )
         return 2
+    check_redis(settings.redis_url, settings.redis_connect_timeout_s)
     from gateway.http.plugins import install_worker_plugins
 
     # Turns from the channels' inbox run here too (on the services loop), beside the RQ jobs.
@@ -109,4 +113,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"switchboard: invalid settings: {exc}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level, settings.log_json)
-    return int(args.func(args, settings) or 0)
+    try:
+        return int(args.func(args, settings) or 0)
+    except RedisUnreachable as exc:  # one line, not a traceback: the operator's fix is in the message
+        print(f"switchboard: {exc}", file=sys.stderr)
+        return 2

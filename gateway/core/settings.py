@@ -67,6 +67,10 @@ class Settings(BaseSettings):
     max_message_chars: int = 4000
     memory_count: int = 15
     memory_max_chars: int = 10_000
+    # Redis: bounded waits, so a Redis that is down answers 503 quickly instead of hanging requests.
+    redis_connect_timeout_s: float = Field(default=2.0, gt=0)
+    redis_socket_timeout_s: float = Field(default=5.0, gt=1)  # above the inbox's 1 s blocking reads
+    redis_pool_wait_s: float = Field(default=20.0, gt=0)  # a burst waits this long for a free connection
     turn_lock_ttl_s: int = 120  # how long a turn waits for the conversation's earlier turns
     turn_lock_lease_s: float = Field(default=10.0, gt=0)  # a running turn's lease, renewed while it runs
     turn_deadline_s: float = Field(default=60.0, gt=0)  # context may use half; past it the fallback answers

