@@ -33,6 +33,7 @@ services:
 
 test: $(DEVSTAMP) services
 	$(BIN)/ruff check gateway channels rag_core admin_ui tests bench
+	$(BIN)/lint-imports
 	$(BIN)/pytest -q -p no:cacheprovider
 
 bench: $(DEVSTAMP) services
