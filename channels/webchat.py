@@ -28,9 +28,10 @@ from gateway.channel import (
     PayloadTooLarge,
     Turn,
     TurnOutcome,
+    Unauthorized,
     bearer_token,
     decode_json,
-    unexpected_failure,
+    failure,
 )
 
 log = logging.getLogger(__name__)
@@ -224,7 +225,7 @@ class WebChatAdapter:
         try:
             session = await self.sessions.authenticate(session_id, ws.query_params.get("token"))
         except GatewayError as exc:
-            await ws.close(code=4401 if exc.status == 401 else 4404, reason=exc.message)
+            await ws.close(code=4401 if isinstance(exc, Unauthorized) else 4404, reason=exc.message)
             return
         await ws.accept()
         while True:
@@ -237,11 +238,11 @@ class WebChatAdapter:
                 outcome = await self.answer(session, body, _SocketSink(ws))
                 await ws.send_json({"type": "message", **outcome})
             except GatewayError as exc:
-                await _send_error(ws, exc.status, exc.kind, exc.message)
+                await _send_error(ws, *failure(exc))
             except WebSocketDisconnect:
                 return
             except Exception as exc:  # the top of a socket request: log it, tell the client, keep the socket
-                status, kind, message = unexpected_failure(exc)
+                status, kind, message = failure(exc)
                 if status == 500:
                     log.exception("web-chat socket message failed")
                 await _send_error(ws, status, kind, message)

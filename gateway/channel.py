@@ -27,7 +27,7 @@ from gateway.core.errors import (
 from gateway.core.models import Attachment, EndReason, InboundMessage
 from gateway.core.settings import Settings
 from gateway.http.auth import bearer_token
-from gateway.http.errors import unexpected_failure
+from gateway.http.errors import failure
 from gateway.http.json_body import InvalidJSON, JSONBodyRoute, decode_json
 from gateway.inbox.delivery import Delivery
 from gateway.inbox.handler import DeliveryRejected, InboxHandler, SendWork, TurnWork, Work
@@ -44,8 +44,7 @@ __all__ = [
     "Conflict", "Delivery", "DeliveryRejected", "DeliveryReport", "EndReason", "Forbidden", "GatewayError",
     "InboundMessage", "InboxHandler", "InvalidInput", "InvalidJSON", "JSONBodyRoute", "Markup", "NotFound",
     "PayloadTooLarge", "RedisStore", "ReplySink", "SendWork", "ServiceUnavailable", "Settings", "Turn",
-    "TurnOutcome", "TurnRunner", "TurnWork", "Unauthorized", "Work", "bearer_token", "decode_json",
-    "unexpected_failure",
+    "TurnOutcome", "TurnRunner", "TurnWork", "Unauthorized", "Work", "bearer_token", "decode_json", "failure",
 ]
 
 

@@ -1,76 +1,66 @@
-"""The gateway's error tree. The root lives in ``rag_core`` (the bottom layer) so every package shares it.
+"""The gateway's error tree. The root, ``SwitchboardError``, lives in ``rag_core`` (the bottom layer)
+so every package shares it.
 
-Each error carries the HTTP status and the short ``kind`` the API puts in its JSON error body.
+These are domain errors: they say what went wrong, not how to answer it. The HTTP layer
+(``gateway.http.errors``) maps each kind to a status and the ``error`` of its JSON body; an error
+raised in a background job is never an HTTP error.
 """
 
 from __future__ import annotations
 
 from rag_core.errors import SwitchboardError
 
+__all__ = [
+    "BadRequest", "ChannelDeliveryError", "Conflict", "Forbidden", "GatewayError", "InvalidInput", "LLMError",
+    "NotFound", "PayloadTooLarge", "ServiceUnavailable", "SwitchboardError", "TurnLockTimeout", "Unauthorized",
+]
+
 
 class GatewayError(SwitchboardError):
-    status = 500
-    kind = "internal_error"
-
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
 
 
 class BadRequest(GatewayError):
-    status = 400
-    kind = "bad_request"
+    """The request cannot be read (not JSON, invalid Unicode, a malformed frame)."""
 
 
 class InvalidInput(GatewayError):
-    status = 422
-    kind = "invalid_input"
+    """The request was read but a value in it is refused."""
 
 
 class PayloadTooLarge(GatewayError):
-    status = 413
-    kind = "payload_too_large"
+    """A body or value over its size limit."""
 
 
 class Unauthorized(GatewayError):
-    status = 401
-    kind = "unauthorized"
+    """No credentials, or wrong ones."""
 
 
 class Forbidden(GatewayError):
-    status = 403
-    kind = "forbidden"
+    """Credentials are fine but this is not allowed (or the feature is switched off)."""
 
 
 class NotFound(GatewayError):
-    status = 404
-    kind = "not_found"
+    """No such thing."""
 
 
 class Conflict(GatewayError):
-    status = 409
-    kind = "conflict"
+    """The request repeats one already handled."""
 
 
 class ServiceUnavailable(GatewayError):
-    status = 503
-    kind = "unavailable"
+    """Something the gateway depends on does not answer."""
 
 
 class LLMError(GatewayError):
     """The language model failed (timeout, HTTP error, refusal); the turn answers with the fallback."""
 
-    status = 502
-    kind = "llm_error"
-
 
 class TurnLockTimeout(GatewayError):
-    status = 503
-    kind = "busy"
+    """The conversation's earlier turns did not finish in time."""
 
 
 class ChannelDeliveryError(GatewayError):
     """A channel could not deliver a reply after its retries."""
-
-    status = 502
-    kind = "delivery_failed"

@@ -10,7 +10,20 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from gateway.core.errors import GatewayError
+from gateway.core.errors import (
+    BadRequest,
+    ChannelDeliveryError,
+    Conflict,
+    Forbidden,
+    GatewayError,
+    InvalidInput,
+    LLMError,
+    NotFound,
+    PayloadTooLarge,
+    ServiceUnavailable,
+    TurnLockTimeout,
+    Unauthorized,
+)
 
 log = logging.getLogger(__name__)
 
@@ -19,6 +32,32 @@ _HTTP_KINDS = {
     405: "method_not_allowed", 409: "conflict", 413: "payload_too_large", 415: "unsupported_media_type",
     422: "invalid_input", 429: "rate_limited", 503: "unavailable",
 }
+
+
+# Each domain error's HTTP status and the ``error`` of its JSON body; a subclass answers as its nearest
+# listed ancestor (``OutboundRefused`` is an ``InvalidInput``), anything unlisted as a 500.
+_DOMAIN: dict[type[GatewayError], tuple[int, str]] = {
+    BadRequest: (400, "bad_request"),
+    Unauthorized: (401, "unauthorized"),
+    Forbidden: (403, "forbidden"),
+    NotFound: (404, "not_found"),
+    Conflict: (409, "conflict"),
+    PayloadTooLarge: (413, "payload_too_large"),
+    InvalidInput: (422, "invalid_input"),
+    LLMError: (502, "llm_error"),
+    ChannelDeliveryError: (502, "delivery_failed"),
+    ServiceUnavailable: (503, "unavailable"),
+    TurnLockTimeout: (503, "busy"),
+}
+
+
+def domain_failure(exc: GatewayError) -> tuple[int, str, str]:
+    for cls in type(exc).__mro__:
+        if cls in _DOMAIN:
+            status, kind = _DOMAIN[cls]
+            return status, kind, exc.message
+    log.error("unexpected %s: %s", type(exc).__name__, exc.message)
+    return 500, "internal_error", "internal error; see the gateway log"
 
 
 def redis_failure(exc: redis.RedisError) -> tuple[int, str, str]:
@@ -30,8 +69,10 @@ def redis_failure(exc: redis.RedisError) -> tuple[int, str, str]:
     return 500, "internal_error", "internal error; see the gateway log"
 
 
-def unexpected_failure(exc: Exception) -> tuple[int, str, str]:
-    """Status, kind and message for an error no handler expected (a socket's top level uses it too)."""
+def failure(exc: Exception) -> tuple[int, str, str]:
+    """Status, kind and message for any error (a socket's top level uses it too)."""
+    if isinstance(exc, GatewayError):
+        return domain_failure(exc)
     if isinstance(exc, redis.RedisError):
         return redis_failure(exc)
     return 500, "internal_error", "internal error; see the gateway log"
@@ -53,7 +94,7 @@ def _describe(exc: RequestValidationError) -> tuple[int, str, str]:
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(GatewayError)
     async def _gateway_error(request: Request, exc: GatewayError) -> JSONResponse:
-        return error_response(exc.status, exc.kind, exc.message)
+        return error_response(*domain_failure(exc))
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:

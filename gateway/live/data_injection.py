@@ -89,8 +89,7 @@ STATUS = AttributeSpec(
 
 
 class DataInjectionFailed(GatewayError):
-    status = 502
-    kind = "data_injection_failed"
+    """A fetch failed; the job raises it so RQ retries it (the last good data stays)."""
 
 
 class DataInjection:
