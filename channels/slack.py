@@ -173,8 +173,7 @@ class SlackAdapter:
         if not isinstance(event_id, str) or not event_id:
             raise BadRequest("Slack event_callback without an event_id")
         order_key = f"{event.get('channel')}:{event.get('thread_ts') or ''}"
-        if not await self.context.inbox.push(CHANNEL, event_id, order_key, body):
-            self.context.metrics.duplicates.labels(CHANNEL).inc()
+        await self.context.ack_delivery(CHANNEL, event_id, order_key, body)
         return Response(status_code=200)
 
     # -- a turn consumer hands queued events back here -----------------------------------------

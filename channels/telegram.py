@@ -191,8 +191,7 @@ class TelegramAdapter:
             update = Update.model_validate_json(body)
         except ValidationError as exc:
             raise BadRequest("body is not a Telegram Update") from exc
-        if not await self.context.inbox.push(CHANNEL, str(update.update_id), chat_key(update), body):
-            self.context.metrics.duplicates.labels(CHANNEL).inc()
+        await self.context.ack_delivery(CHANNEL, str(update.update_id), chat_key(update), body)
         return Response(b'{"ok":true}', media_type="application/json")
 
     # -- a turn consumer hands queued updates back here ----------------------------------------

@@ -138,8 +138,7 @@ class TwilioSmsAdapter:
                 return twiml(settings.sms_help_message)
         if not sms.body.strip():
             return twiml(settings.channel_unsupported_message)
-        if not await self.context.inbox.push(CHANNEL, sms.message_sid, sms.from_, json.dumps(form)):
-            self.context.metrics.duplicates.labels(CHANNEL).inc()
+        await self.context.ack_delivery(CHANNEL, sms.message_sid, sms.from_, json.dumps(form))
         return twiml()
 
     # -- a turn consumer hands queued messages back here ---------------------------------------

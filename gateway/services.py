@@ -70,6 +70,13 @@ class ChannelContext:
     on_start: list[Hook]
     on_stop: list[Hook]
 
+    async def ack_delivery(self, channel: str, dedup_id: str, order_key: str, body: str | bytes) -> bool:
+        """Queue a verified delivery in the inbox (one round trip); False, counted, for a vendor's retry."""
+        queued = await self.inbox.push(channel, dedup_id, order_key, body)
+        if not queued:
+            self.metrics.duplicates.labels(channel).inc()
+        return queued
+
 
 @dataclass
 class Services:
