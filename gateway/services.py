@@ -140,7 +140,7 @@ class Services:
         sessions = Sessions(store, persona_attributes, events, settings.inactivity_timeout_s)
         lock = TurnLock(redis, store.prefix, lease_s=settings.turn_lock_lease_s)
         llm = LLMClient(settings) if settings.llm_configured else None
-        customer_attributes = CustomerAttributes(store, CUSTOMER_ATTRIBUTES)
+        customer_attributes = CustomerAttributes(store, CUSTOMER_ATTRIBUTES, events)
         queues = {q: Queue(settings.queue_name(q), connection=sync) for q in QUEUES}
         knowledge = Knowledge(settings, llm)
         rag = PrepareRagContext(settings, knowledge, persona_attributes, memory, queues["rag"])

@@ -16,6 +16,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from gateway.conversation.store import RedisStore
 from gateway.core.errors import InvalidInput, NotFound
+from gateway.core.events import AttributeChanged, EventBus
 from rag_core.clean_text import scrub_deep
 
 
@@ -106,8 +107,11 @@ class PersonaAttributes(_AttributeHash):
 
 
 class CustomerAttributes(_AttributeHash):
-    def __init__(self, store: RedisStore, specs: Mapping[str, AttributeSpec]) -> None:
+    """Project-wide attributes; every write is published as ``AttributeChanged`` when a bus is given."""
+
+    def __init__(self, store: RedisStore, specs: Mapping[str, AttributeSpec], events: EventBus | None = None) -> None:
         super().__init__(store, specs, "customer")
+        self.events = events
 
     @property
     def _key(self) -> str:
@@ -120,4 +124,7 @@ class CustomerAttributes(_AttributeHash):
         return await self._all(self._key)
 
     async def set(self, name: str, value: Any) -> Any:
-        return await self._set(self._key, name, value)
+        parsed = await self._set(self._key, name, value)
+        if self.events is not None:
+            await self.events.publish(AttributeChanged(name))
+        return parsed

@@ -26,13 +26,20 @@ class ConversationEnded:
 
 
 @dataclass(frozen=True)
+class AttributeChanged:
+    """A customer (project) attribute was written."""
+
+    name: str
+
+
+@dataclass(frozen=True)
 class TurnCompleted:
     persona_id: str
     conversation_id: str
     turn_id: str
 
 
-Event = ConversationStarted | ConversationEnded | TurnCompleted
+Event = ConversationStarted | ConversationEnded | TurnCompleted | AttributeChanged
 Handler = Callable[[Event], Awaitable[None]]
 
 

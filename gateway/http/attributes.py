@@ -53,6 +53,5 @@ async def put_attribute(name: str, body: ValueBody, services: Services = Depends
     size = len(json.dumps(body.value, ensure_ascii=False))
     if size > services.settings.max_value_chars:
         raise PayloadTooLarge(f"value is {size} characters as JSON; the limit is {services.settings.max_value_chars}")
-    await attrs.set(name, body.value)
-    await services.live.attribute_changed(name)
+    await attrs.set(name, body.value)  # live context follows through the AttributeChanged event
     return _describe(spec, await attrs.get(name))

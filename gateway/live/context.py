@@ -14,7 +14,7 @@ from gateway.conversation.attributes import CustomerAttributes, PersonaAttribute
 from gateway.conversation.memory import Memory
 from gateway.conversation.store import RedisStore
 from gateway.core.clock import Clock
-from gateway.core.events import EventBus, TurnCompleted
+from gateway.core.events import AttributeChanged, EventBus, TurnCompleted
 from gateway.core.metrics import Metrics
 from gateway.core.settings import Settings
 from gateway.jobs.registry import run_job
@@ -99,12 +99,16 @@ class LiveContext:
 
     def subscribe(self, events: EventBus) -> None:
         events.subscribe(TurnCompleted, self.conversation_meta.on_turn_completed)
+        events.subscribe(AttributeChanged, self._on_attribute_changed)
+
+    async def _on_attribute_changed(self, event: AttributeChanged) -> None:
+        await self.attribute_changed(event.name)
 
     async def start(self) -> None:
         await self.timers.ensure_all()
 
     async def attribute_changed(self, name: str) -> None:
-        """Called after a customer attribute is written, so schedules and the calendar follow it now."""
+        """After a customer attribute is written (``AttributeChanged``): schedules and the calendar follow it now."""
         if name in _REBUILDS_CALENDAR:
             await self.calendar.rebuild()
         if name in _RESCHEDULES:

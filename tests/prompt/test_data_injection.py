@@ -27,8 +27,7 @@ async def _configure(services, source, period="1s", **extra):
     await attrs.set(PERIOD, period)
     for name, value in extra.items():
         await attrs.set(name, value)
-    await attrs.set(ENABLED, True)
-    await services.live.attribute_changed(ENABLED)
+    await attrs.set(ENABLED, True)  # the schedule follows through the AttributeChanged event
 
 
 def test_period_parsing():
@@ -82,11 +81,9 @@ async def test_changing_the_period_takes_effect_without_a_restart(worker_service
     await asyncio.sleep(1.5)
     assert data_source.requests == []  # the first 1h slot is far away
     await services.customer_attributes.set(PERIOD, "1s")
-    await services.live.attribute_changed(PERIOD)
     await eventually(lambda: len(data_source.requests) >= 2, timeout_s=6)
     assert all(r["headers"]["idempotency-key"].startswith("on1s-") for r in data_source.requests)
     await services.customer_attributes.set(ENABLED, False)
-    await services.live.attribute_changed(ENABLED)
     await asyncio.sleep(1.2)
     count = len(data_source.requests)
     await asyncio.sleep(2)
