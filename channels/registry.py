@@ -66,6 +66,7 @@ def _register_handlers(context: ChannelContext, adapters: dict[str, ChannelAdapt
     for name, adapter in adapters.items():
         if isinstance(adapter, InboxHandler):
             context.inbox_handlers[name] = adapter
+        context.rag_modes[name] = adapter.capabilities.rag_mode
 
 
 def install_worker(context: ChannelContext) -> None:

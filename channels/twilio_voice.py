@@ -2,7 +2,7 @@
 
 ``/voice`` greets inside ``<Gather input="speech" bargeIn>``; its ``action`` is ``/voice/turn?n=1``.
 A speech result is accepted as turn ``CallSid:n`` (so Twilio's retries are one turn), the turn
-runs in the background (RAG as a queued job, see the pipeline's ``turn.voice``), and the webhook
+runs in the background (RAG as a queued job: the ``rag_mode`` capability), and the webhook
 waits up to ``voice_reply_deadline_s`` for the reply: ready → ``<Say>`` inside the next
 ``<Gather>``; not ready → a short filler and a ``<Redirect>`` that waits again (bounded). Silence
 re-prompts once, then ends the call politely. ``/voice/status`` ends the conversation.
@@ -39,7 +39,7 @@ CHANNEL = "twilio_voice"
 VOICE_PATH = "/channels/twilio/voice"
 TURN_PATH = VOICE_PATH + "/turn"
 STATUS_PATH = VOICE_PATH + "/status"
-CAPABILITIES = Capabilities(max_length=4000, markup="plain", voice=True)
+CAPABILITIES = Capabilities(max_length=4000, markup="plain", voice=True, rag_mode="queued")
 ENDED_STATUSES = frozenset({"completed", "busy", "failed", "no-answer", "canceled"})
 _KEY_TTL_S = 3600
 _POLL_S = 0.05
@@ -147,7 +147,7 @@ class TwilioVoiceAdapter:
             text=speech,
             thread=call.call_sid,
         )
-        turn = await self.context.pipeline.accept(inbound, voice=True)
+        turn = await self.context.pipeline.accept(inbound, rag_mode=CAPABILITIES.rag_mode)
         if turn is None:
             return  # Twilio retried this webhook: the turn is already running; wait for its reply
         await self.store.redis.set(self.store.key("voice", "call", call.call_sid), turn.conversation.id,

@@ -41,6 +41,7 @@ from gateway.live.prompt import PromptBuilder
 from gateway.live.timers import TIMER_TICK_JOB, Timer, periodic_timer
 from gateway.turn.llm import LLMClient
 from gateway.turn.pipeline import TurnPipeline
+from gateway.turn.ports import RagMode
 from gateway.turn.responders import LLMResponder, OfflineResponder, Responder
 from gateway.turn.runner import TurnRunner
 
@@ -67,6 +68,7 @@ class ChannelContext:
     inbox: Inbox
     metrics: Metrics
     inbox_handlers: dict[str, InboxHandler]
+    rag_modes: dict[str, RagMode]  # channel name -> how its turns get knowledge-base context
     on_start: list[Hook]
     on_stop: list[Hook]
 
@@ -143,7 +145,8 @@ class Services:
         customer_attributes = CustomerAttributes(store, CUSTOMER_ATTRIBUTES, events)
         queues = {q: Queue(settings.queue_name(q), connection=sync) for q in QUEUES}
         knowledge = Knowledge(settings, llm)
-        rag = PrepareRagContext(settings, knowledge, persona_attributes, memory, queues["rag"])
+        rag_modes: dict[str, RagMode] = {}  # filled by the channels as they are installed
+        rag = PrepareRagContext(settings, knowledge, persona_attributes, memory, queues["rag"], rag_modes)
         events.subscribe(ConversationStarted, rag.on_conversation_started)
         responder: Responder = (
             LLMResponder(llm)
@@ -220,6 +223,7 @@ class Services:
         return ChannelContext(
             settings=self.settings, store=self.store, sessions=self.sessions, pipeline=self.pipeline,
             turns=self.turns, inbox=self.inbox, metrics=self.metrics, inbox_handlers=self.inbox_handlers,
+            rag_modes=self.rag.rag_modes,
             on_start=self.on_start, on_stop=self.on_stop,
         )
 

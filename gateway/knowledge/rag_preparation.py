@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Mapping
 
 from rq import Queue, Retry
 from rq.job import Job, JobStatus
@@ -22,6 +23,7 @@ from gateway.core.models import CandidateTrace, Message, RetrievalTrace, Role
 from gateway.core.settings import Settings
 from gateway.jobs.registry import run_job
 from gateway.turn.pipeline import Turn
+from gateway.turn.ports import RagMode
 from gateway.turn.responders import KnowledgeHit
 from rag_core.errors import KnowledgeBaseUnavailable
 from rag_core.rag_context import format_rag
@@ -62,8 +64,11 @@ class PrepareRagContext:
         attributes: PersonaAttributes,
         memory: Memory,
         queue: Queue,
+        rag_modes: Mapping[str, RagMode] | None = None,
     ) -> None:
         self.settings = settings
+        # Each channel's rag mode, by name, as the channels registered them (read when a conversation starts).
+        self.rag_modes = rag_modes if rag_modes is not None else {}
         self.knowledge = knowledge
         self.attributes = attributes
         self.memory = memory
@@ -88,7 +93,7 @@ class PrepareRagContext:
 
     # -- the pipeline hook ---------------------------------------------------------------------
     async def prepare(self, turn: Turn) -> None:
-        if turn.voice:
+        if turn.rag_mode == "queued":
             await self._queued(turn)
             return
         try:
@@ -147,7 +152,7 @@ class PrepareRagContext:
     # -- conversation start --------------------------------------------------------------------
     async def on_conversation_started(self, event: ConversationStarted) -> None:
         """A call that starts with earlier history (SMS, chat) gets its context before it speaks."""
-        if event.conversation.channel != "twilio_voice":
+        if self.rag_modes.get(event.conversation.channel) != "queued":
             return
         recent = await self.memory.get_memory(event.persona, count=RAG_HISTORY_MESSAGES)
         last_user = next((m for m in reversed(recent) if m.role is Role.USER), None)

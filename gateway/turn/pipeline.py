@@ -35,7 +35,7 @@ from gateway.core.models import (
     utcnow,
 )
 from gateway.core.settings import Settings
-from gateway.turn.ports import AssembledPrompt, DeliveryReport, PromptAssembler, PromptInputs, ReplySink
+from gateway.turn.ports import AssembledPrompt, DeliveryReport, PromptAssembler, PromptInputs, RagMode, ReplySink
 from gateway.turn.responders import KnowledgeHit, Reply, ReplyRequest, Responder
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ class Turn:
     recent: list[Message] = field(default_factory=list)  # a longer window, for context preparers
     rag: str = ""
     hits: list[KnowledgeHit] = field(default_factory=list)
-    voice: bool = False
+    rag_mode: RagMode = "inline"
 
     # What ``run`` works out again from the store when it starts; everything else is saved.
     RECOMPUTED = frozenset({"memory", "recent", "rag", "hits"})
@@ -82,7 +82,7 @@ class TurnSnapshot(BaseModel):
     ticket: int
     started: bool
     trace: TurnTrace
-    voice: bool = False
+    rag_mode: RagMode = "inline"
 
     @classmethod
     def of(cls, turn: Turn) -> TurnSnapshot:
@@ -144,7 +144,7 @@ class TurnPipeline:
         self.metrics = metrics
         self.preparers = list(preparers)
 
-    async def accept(self, inbound: InboundMessage, *, voice: bool = False) -> Turn | None:
+    async def accept(self, inbound: InboundMessage, *, rag_mode: RagMode = "inline") -> Turn | None:
         """Persist the user message and take a turn ticket; ``None`` for a duplicate delivery."""
         t0 = time.perf_counter()
         if not await self.store.claim_once("msg", inbound.channel, inbound.external_message_id):
@@ -180,7 +180,7 @@ class TurnPipeline:
             await self.store.release_claim("msg", inbound.channel, inbound.external_message_id)
             raise
         trace.stages.append(StageTiming(stage="accept", ms=round((time.perf_counter() - t0) * 1000, 3)))
-        return Turn(inbound, persona, conversation, user_message, ticket, started, trace, voice=voice)
+        return Turn(inbound, persona, conversation, user_message, ticket, started, trace, rag_mode=rag_mode)
 
     async def run(self, turn: Turn, sink: ReplySink) -> TurnOutcome:
         t0 = time.perf_counter()

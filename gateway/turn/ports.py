@@ -8,11 +8,14 @@ from typing import Literal, Protocol, runtime_checkable
 
 from gateway.core.models import Message, PromptMessage
 
-__all__ = ["AssembledPrompt", "Capabilities", "DeliveryReport", "Markup", "PromptAssembler", "PromptInputs",
+__all__ = ["AssembledPrompt", "Capabilities", "DeliveryReport", "Markup", "RagMode", "PromptAssembler", "PromptInputs",
            "ReplySink"]
 
 
 Markup = Literal["plain", "html", "mrkdwn", "markdown"]
+# How a channel's turns get their knowledge-base context: in the turn, or as a queued job the reply
+# waits for a bounded time (a phone call cannot stay silent while retrieval runs).
+RagMode = Literal["inline", "queued"]
 
 
 @dataclass(frozen=True)
@@ -25,6 +28,7 @@ class Capabilities:
     typing: bool = False
     edit: bool = False
     voice: bool = False
+    rag_mode: RagMode = "inline"
 
 
 @dataclass(frozen=True)

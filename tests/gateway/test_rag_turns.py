@@ -97,7 +97,8 @@ async def test_invalid_selection_falls_back_to_hybrid_and_says_so(services, fake
 async def test_voice_turn_runs_rag_as_a_job_on_the_rag_queue(services, fake_openai):
     services.worker = None  # make sure nothing but our own burst worker runs the queue
     fake_openai.script_json(selection("hours"))
-    turn = await services.pipeline.accept(inbound("when do you open", "phone:+15550100", "twilio_voice"), voice=True)
+    call = inbound("when do you open", "phone:+15550100", "twilio_voice")
+    turn = await services.pipeline.accept(call, rag_mode="queued")
     queue = services.queues["rag"]
 
     async def work_queue():
@@ -119,7 +120,8 @@ async def test_voice_turn_goes_on_with_the_stored_context_when_the_job_is_late(s
     try:
         persona = await services.store.resolve_persona("phone:+15550101")
         await services.persona_attributes.set(persona.id, "rag", "Repairs\nA flat tyre repair is 12 euros.\n\n---\n\n")
-        turn = await services.pipeline.accept(inbound("and the price?", "phone:+15550101", "twilio_voice"), voice=True)
+        call = inbound("and the price?", "phone:+15550101", "twilio_voice")
+        turn = await services.pipeline.accept(call, rag_mode="queued")
         outcome = await services.pipeline.run(turn, Sink())  # no worker runs the rag queue
         assert outcome.turn.trace.retrieval.strategy == "queued"
         assert "used the stored context" in outcome.turn.trace.retrieval.skipped
@@ -134,3 +136,14 @@ async def test_knowledge_base_down_means_reply_without_rag(services, fake_openai
     outcome = await services.pipeline.handle(inbound("hello"), Sink())
     assert outcome.reply.text == "echo: hello"
     assert "knowledge base unavailable" in outcome.turn.trace.retrieval.skipped
+
+
+async def test_a_call_that_starts_with_history_queues_its_context_only_on_a_queued_channel(services):
+    services.channel_context().rag_modes.update({"twilio_voice": "queued", "twilio_sms": "inline"})
+    await services.pipeline.handle(inbound("how much is an e-bike", "phone:+15550102", "twilio_sms"), Sink())
+    queue = services.queues["rag"]
+    assert queue.count == 0  # a text channel: its turns prepared context inline
+    await services.pipeline.accept(inbound("hello", "phone:+15550102", "twilio_voice"), rag_mode="queued")
+    assert queue.count == 1
+    [job] = queue.jobs
+    assert job.args[1:] == ("prepare_rag_context", job.args[2], "how much is an e-bike", job.args[4])

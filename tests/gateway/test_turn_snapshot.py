@@ -17,7 +17,7 @@ def _turn() -> Turn:
                       text="hi", external_id="7")
     trace = TurnTrace(conversation_id=conversation.id, persona_id=persona.id, channel="telegram",
                       user_message_id=message.id, error="earlier note")
-    return Turn(inbound, persona, conversation, message, ticket=5, started=True, trace=trace, voice=True)
+    return Turn(inbound, persona, conversation, message, ticket=5, started=True, trace=trace, rag_mode="queued")
 
 
 def test_every_saved_field_round_trips():
