@@ -38,6 +38,7 @@ from gateway.live.context import FETCH_DATA_JOB, LiveContext
 from gateway.live.conversation_meta import EXTRACT_META_JOB
 from gateway.live.outbound import Resolver, system_resolver
 from gateway.live.prompt import PromptBuilder
+from gateway.live.template_render import RenderBudget
 from gateway.live.timers import TIMER_TICK_JOB, Timer, periodic_timer
 from gateway.turn.llm import LLMClient
 from gateway.turn.pipeline import TurnPipeline
@@ -156,7 +157,10 @@ class Services:
         live = LiveContext.build(
             settings, store, persona_attributes, customer_attributes, memory, llm, queues, metrics, clock, resolver
         )
-        prompts = PromptBuilder(live, persona_attributes, customer_attributes, settings.prompt_budgets)
+        prompts = PromptBuilder(
+            live.templates, live.calendar, live.data_injection, live.feeds, live.clock,
+            persona_attributes, customer_attributes, settings.prompt_budgets, RenderBudget.from_settings(settings),
+        )
         pipeline = TurnPipeline(
             settings, store, sessions, memory, lock, prompts, responder, events, metrics, preparers=[rag]
         )

@@ -26,14 +26,14 @@ from gateway.conversation.attributes import (
     CustomerAttributes,
     PersonaAttributes,
 )
-from gateway.core.clock import describe_age
+from gateway.core.clock import Clock, describe_age
 from gateway.core.models import Message, PromptMessage, Role
 from gateway.live.budget import Sized, fit
-from gateway.live.calendar import TIMEZONE, day_label
-from gateway.live.context import LiveContext
-from gateway.live.feeds import FeedEntry
+from gateway.live.calendar import TIMEZONE, CalendarService, day_label
+from gateway.live.data_injection import DataInjection
+from gateway.live.feeds import FeedEntry, Feeds
 from gateway.live.template_render import RenderBudget
-from gateway.live.template_store import TemplateRenderFailed
+from gateway.live.template_store import TemplateRenderFailed, TemplateStore
 from gateway.turn.ports import AssembledPrompt, PromptInputs
 from rag_core.rag_context import replace_rag_placeholder
 from rag_core.tokens import estimate_tokens
@@ -81,18 +81,29 @@ def fit_memory(memory: list[Message], max_tokens: int) -> tuple[list[Message], S
 
 
 class PromptBuilder:
+    """Given its parts (the sources it reads, the templates it renders with), not all of live context."""
+
     def __init__(
         self,
-        live: LiveContext,
+        templates: TemplateStore,
+        calendar: CalendarService,
+        data_injection: DataInjection,
+        feeds: Feeds,
+        clock: Clock,
         persona_attributes: PersonaAttributes,
         customer_attributes: CustomerAttributes,
         budgets: dict[str, int] | None = None,
+        render_budget: RenderBudget | None = None,
     ) -> None:
-        self.live = live
+        self.templates = templates
+        self.calendar = calendar
+        self.data_injection = data_injection
+        self.feeds = feeds
+        self.clock = clock
         self.persona_attributes = persona_attributes
         self.customer_attributes = customer_attributes
         self.budgets = {**DEFAULT_BUDGETS, **(budgets or {})}
-        self.render_budget = RenderBudget.from_settings(live.settings)
+        self.render_budget = render_budget or RenderBudget()
 
     async def sections(self, inputs: PromptInputs) -> dict[str, str]:
         """The raw content of every text section, before budgets."""
@@ -103,11 +114,11 @@ class PromptBuilder:
         persona, customer, calendar, injection, feeds = await asyncio.gather(
             self.persona_attributes.all(inputs.persona_id),
             self.customer_attributes.all(),
-            self.live.calendar.current(),
-            self.live.data_injection.section(),
-            self.live.feeds.live(inputs.persona_id),
+            self.calendar.current(),
+            self.data_injection.section(),
+            self.feeds.live(inputs.persona_id),
         )
-        now = self.live.clock.now()
+        now = self.clock.now()
         injected = [injection, *(render_feed(e, now) for e in feeds)]
         raw = {
             "instructions": customer[BUSINESS_INSTRUCTIONS.name].strip(),
@@ -123,7 +134,7 @@ class PromptBuilder:
         raw, customer = await self._read(inputs)
         sized = {name: fit(text, self.budgets[name]) for name, text in raw.items()}
         zone = ZoneInfo(customer[TIMEZONE.name])
-        local = self.live.clock.now().astimezone(zone)
+        local = self.clock.now().astimezone(zone)
         variables: dict[str, object] = {
             "agent_name": customer[AGENT_NAME.name],
             "business_name": customer[BUSINESS_NAME.name],
@@ -141,12 +152,12 @@ class PromptBuilder:
         why: dict[str, int | bool] = {"default_template": False}
         notes: list[str] = []
         try:
-            system = await self.live.templates.render("system", budget=self.render_budget, **variables)
+            system = await self.templates.render("system", budget=self.render_budget, **variables)
         except TemplateRenderFailed as exc:
             # A live template that passed its checks can still fail on real data, or a version saved
             # before the budget existed can go over it: answer anyway, with the packaged default.
             log.error("system template failed, using the packaged default: %s", exc.message)
-            system = self.live.templates.render_default("system", **variables)
+            system = self.templates.render_default("system", **variables)
             why = {"default_template": True,
                    f"template_over_{exc.limit}_budget" if exc.limit else "template_error": True}
             notes.append(f"system template not used (the packaged default answered): {exc.message}")
