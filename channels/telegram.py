@@ -218,7 +218,7 @@ class TelegramAdapter:
         if isinstance(event, ChatText):
             turn = await self.context.pipeline.accept(event.inbound)
             return None if turn is None else TurnWork(turn, TelegramSink(self.bot, event.target, self.policy))
-        if not await self.context.store.claim_once(CHANNEL, "update", str(update.update_id)):
+        if not await self.context.store.claim_once("update", CHANNEL, str(update.update_id)):
             self.context.metrics.duplicates.labels(CHANNEL).inc()
             return None
         if isinstance(event, StartCommand):

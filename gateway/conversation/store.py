@@ -6,12 +6,17 @@ Every key lives under ``sb:<agent_id>:`` so several agents (and test runs) can s
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from redis.asyncio import Redis
 
 from gateway.core.models import Conversation, Message, Persona, TurnTrace
 
 DEDUP_TTL_S = 7 * 24 * 3600
+
+
+# What a dedup key guards: a message turned into a turn, a delivery queued in the inbox, a polled update.
+DedupScope = Literal["msg", "inbox", "update"]
 
 
 class RedisStore:
@@ -24,12 +29,16 @@ class RedisStore:
         return self.prefix + ":".join(parts)
 
     # -- dedup ---------------------------------------------------------------------------------
-    async def claim_once(self, *parts: str, ttl_s: int = DEDUP_TTL_S) -> bool:
-        """True the first time these parts are seen, False for every repeat (vendor retries)."""
-        return bool(await self.redis.set(self.key("dedup", *parts), "1", nx=True, ex=ttl_s))
+    def dedup_key(self, scope: DedupScope, channel: str, external_id: str) -> str:
+        """The one layout of every "seen once" key: ``dedup:<scope>:<channel>:<vendor id>``."""
+        return self.key("dedup", scope, channel, external_id)
 
-    async def release_claim(self, *parts: str) -> None:
-        await self.redis.delete(self.key("dedup", *parts))
+    async def claim_once(self, scope: DedupScope, channel: str, external_id: str, ttl_s: int = DEDUP_TTL_S) -> bool:
+        """True the first time this id is seen, False for every repeat (vendor retries)."""
+        return bool(await self.redis.set(self.dedup_key(scope, channel, external_id), "1", nx=True, ex=ttl_s))
+
+    async def release_claim(self, scope: DedupScope, channel: str, external_id: str) -> None:
+        await self.redis.delete(self.dedup_key(scope, channel, external_id))
 
     # -- personas ------------------------------------------------------------------------------
     async def resolve_persona(self, identity: str, display_name: str | None = None) -> Persona:

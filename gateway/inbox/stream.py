@@ -64,7 +64,7 @@ class Inbox:
     async def push(self, channel: str, dedup_id: str, order_key: str, body: str | bytes) -> bool:
         """Queue a verified delivery; False when this delivery id was already queued (a vendor retry)."""
         ticket = await self._push(
-            keys=[self.store.key("dedup", "inbox", channel, dedup_id), self.order.ticket_key(order_key), self.stream],
+            keys=[self.store.dedup_key("inbox", channel, dedup_id), self.order.ticket_key(order_key), self.stream],
             args=[DEDUP_TTL_S, channel, dedup_id, order_key, body],
         )
         return int(ticket) > 0
