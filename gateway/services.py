@@ -120,8 +120,7 @@ class Services:
         embedded = None
         redis_url = settings.redis_url
         if redis_url is None:
-            embedded = EmbeddedRedis(settings.data_dir / "redis")
-            embedded.start()
+            embedded = EmbeddedRedis(settings.data_dir / "redis")  # started with the services, not here
             redis_url = embedded.url
         # A blocking pool waits for a free connection under bursts instead of failing the request; bounded
         # connect and read times make a Redis that is down (or drops packets) a quick, clear 503.
@@ -185,7 +184,7 @@ class Services:
             knowledge=knowledge,
             rag=rag,
         )
-        services.readiness["qdrant"] = knowledge.kb.ping
+        services.readiness["qdrant"] = lambda: knowledge.kb.ping()
         if settings.demo:
             services.on_start.append(lambda: load_demo_knowledge(knowledge))
         services.turns = TurnRunner(pipeline, store, metrics, drain_timeout_s=settings.turn_drain_timeout_s)
@@ -232,6 +231,12 @@ class Services:
         )
 
     async def start(self) -> None:
+        """Open what the services hold: the embedded Redis (when no URL is set), the knowledge base
+        (the local-mode Qdrant lock, the embedding model), Redis connections, workers, timers."""
+        if self.embedded_redis is not None:
+            await asyncio.to_thread(self.embedded_redis.start)
+        if self.knowledge is not None:
+            await asyncio.to_thread(self.knowledge.open)
         await self._open_redis_connections(REDIS_WARM_CONNECTIONS)
         if self.worker is not None:
             self.worker.start()

