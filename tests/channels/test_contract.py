@@ -9,7 +9,6 @@ from __future__ import annotations
 import html
 import re
 import time
-from dataclasses import dataclass
 
 import httpx
 import pytest
@@ -20,58 +19,78 @@ from tests.channels.conftest import metric, settle, wait_until
 from tests.fakes.recording import Recorder
 
 
-@dataclass
 class Harness:
-    """How the contract talks to one channel: deliver a user message, read what the user got."""
+    """How the contract talks to one messaging channel: deliver a user message, read what the user got.
+
+    One subclass per channel; the cases below never ask which channel they run on."""
 
     name: str
-    limit: int
-    identity: str
-    method: str
-    fakes: dict
+    limit: int  # the longest message the vendor accepts
+    identity: str  # the persona identity its users get
+    method: str  # the vendor API call that sends a reply
+    sent_status: int = 200  # what that call answers on success
+
+    def __init__(self, fake) -> None:
+        self.fake = fake
 
     @property
     def recorder(self) -> Recorder:
-        return self.fakes[self.name].recorder
+        return self.fake.recorder
 
     def deliver(self, client: httpx.Client, text: str, *, key: str, signed: bool = True,
                 retry: bool = False) -> httpx.Response:
-        if self.name == "telegram":
-            update = vendors.telegram_update(vendors.telegram_message(text), update_id=int(key))
-            return vendors.post_telegram(client, update, vendors.TELEGRAM_SECRET if signed else "wrong-secret")
-        if self.name == "slack":
-            event = vendors.slack_event(text, kind="message", channel="D0DIRECT01", ts=f"{key}.000100")
-            envelope = vendors.slack_envelope(event, event_id=f"Ev{key}")
-            secret = vendors.SLACK_SECRET if signed else "not-the-signing-secret"
-            return vendors.post_slack(client, envelope, secret=secret, retry_num=1 if retry else None)
-        params = vendors.sms_params(text, sid=f"SM{key}")
-        return vendors.post_twilio(client, "/channels/twilio/sms", params,
-                                   token=self.fakes[self.name].auth_token if signed else "wrong-token")
+        raise NotImplementedError
+
+    def sent(self) -> list[str]:
+        """What the vendor API was asked to send, as sent."""
+        return self.fake.sent_texts()
 
     def replies(self) -> list[str]:
-        fake = self.fakes[self.name]
-        if self.name == "slack":
-            return [html.unescape(t) for t in fake.sent_texts()]  # mrkdwn escapes &, <, > as entities
-        if self.name == "telegram":
-            return [html.unescape(t) for t in fake.sent_texts()]
-        return fake.sent_texts()
+        """What the user reads."""
+        return self.sent()
 
     def attempts(self) -> list:
         return self.recorder.received(self.method, ok_only=False)
 
 
-CHANNELS = ["telegram", "slack", "twilio_sms"]
-LIMITS = {"telegram": 4096, "slack": 40_000, "twilio_sms": 1600}
-IDENTITIES = {"telegram": f"telegram:{vendors.USER_ID}", "slack": "slack:T0TEST001/U0ADA0001",
-              "twilio_sms": f"phone:{vendors.CALLER}"}
-METHODS = {"telegram": "sendMessage", "slack": "chat.postMessage", "twilio_sms": "Messages"}
+class TelegramHarness(Harness):
+    name, limit, identity, method = "telegram", 4096, f"telegram:{vendors.USER_ID}", "sendMessage"
+
+    def deliver(self, client, text, *, key, signed=True, retry=False):
+        update = vendors.telegram_update(vendors.telegram_message(text), update_id=int(key))
+        return vendors.post_telegram(client, update, vendors.TELEGRAM_SECRET if signed else "wrong-secret")
+
+    def replies(self):
+        return [html.unescape(t) for t in self.sent()]  # HTML parse mode escapes &, <, >
 
 
-@pytest.fixture(params=CHANNELS)
+class SlackHarness(Harness):
+    name, limit, identity, method = "slack", 40_000, "slack:T0TEST001/U0ADA0001", "chat.postMessage"
+
+    def deliver(self, client, text, *, key, signed=True, retry=False):
+        event = vendors.slack_event(text, kind="message", channel="D0DIRECT01", ts=f"{key}.000100")
+        envelope = vendors.slack_envelope(event, event_id=f"Ev{key}")
+        secret = vendors.SLACK_SECRET if signed else "not-the-signing-secret"
+        return vendors.post_slack(client, envelope, secret=secret, retry_num=1 if retry else None)
+
+    def replies(self):
+        return [html.unescape(t) for t in self.sent()]  # mrkdwn escapes &, <, > as entities
+
+
+class TwilioSmsHarness(Harness):
+    name, limit, identity, method = "twilio_sms", 1600, f"phone:{vendors.CALLER}", "Messages"
+    sent_status = 201
+
+    def deliver(self, client, text, *, key, signed=True, retry=False):
+        params = vendors.sms_params(text, sid=f"SM{key}")
+        return vendors.post_twilio(client, "/channels/twilio/sms", params,
+                                   token=self.fake.auth_token if signed else "wrong-token")
+
+
+@pytest.fixture(params=[TelegramHarness, SlackHarness, TwilioSmsHarness], ids=lambda h: h.name)
 def channel(request, fake_telegram, fake_slack, fake_twilio) -> Harness:
-    name = request.param
     fakes = {"telegram": fake_telegram, "slack": fake_slack, "twilio_sms": fake_twilio}
-    return Harness(name, LIMITS[name], IDENTITIES[name], METHODS[name], fakes)
+    return request.param(fakes[request.param.name])
 
 
 def _key() -> str:
@@ -123,7 +142,7 @@ def test_long_reply_is_split_within_the_limit_into_numbered_parts(channel, clien
     fake_openai.script_reply(original)
     channel.deliver(client, "Compare the plans", key=_key())
     settle(live, timeout=20)
-    raw = channel.fakes[channel.name].sent_texts()
+    raw = channel.sent()
     assert len(raw) >= 3
     assert all(len(part) <= channel.limit for part in raw), [len(p) for p in raw]
     parts = channel.replies()
@@ -141,7 +160,7 @@ def test_rate_limited_send_is_retried_after_retry_after_then_delivered(channel, 
     channel.deliver(client, "hi", key=_key())
     settle(live)
     attempts = channel.attempts()
-    assert [a.status for a in attempts] == [429, 200 if channel.name != "twilio_sms" else 201]
+    assert [a.status for a in attempts] == [429, channel.sent_status]
     assert attempts[1].at - attempts[0].at >= 0.9
     assert channel.replies() == ["echo: hi"]
     agent = [m for m in stored.messages(channel.identity) if m.role == Role.AGENT]

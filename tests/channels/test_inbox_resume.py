@@ -35,7 +35,7 @@ async def _until(check, timeout_s: float, what: str) -> None:
 @pytest.fixture
 async def services(channel_settings):
     built = Services.build(channel_settings.model_copy(update={"inbox_reclaim_s": 0.3}), consume_inbox=False)
-    install_worker(built)
+    install_worker(built.channel_context())
     yield built
     await built.aclose()
 
