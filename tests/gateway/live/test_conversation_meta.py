@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from gateway.core.models import InboundMessage
 from gateway.turn.ports import DeliveryReport
-from tests.prompt.conftest import eventually
+from tests.gateway.live.conftest import eventually
 
 META = {
     "name": "Ada Lovelace",

@@ -5,7 +5,7 @@ from qdrant_client import QdrantClient
 
 from rag_core import KnowledgeBase, KnowledgeBaseUnavailable, SparseEncoder, Topic, build_dense_encoder, open_qdrant
 from rag_core.knowledge_base import SPARSE_VECTOR
-from tests.rag.conftest import SMALL_KB, CountingEncoder
+from tests.rag_core.conftest import SMALL_KB, CountingEncoder
 
 
 async def test_crud_and_paging(make_kb, encoder_kind):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from gateway.core.settings import Settings
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_every_setting_is_listed_in_env_example():

@@ -7,7 +7,7 @@ from datetime import timedelta
 import httpx
 import pytest
 
-from tests.prompt.conftest import feed_body, signed_headers
+from tests.gateway.live.conftest import feed_body, signed_headers
 
 
 @pytest.fixture

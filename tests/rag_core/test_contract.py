@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rag_core import STRATEGIES, ChatTurn, KnowledgeBase, SearchRequest, StrategyContext, build_strategy
-from tests.rag.conftest import OverlapSearchLlm
+from tests.rag_core.conftest import OverlapSearchLlm
 
 
 def strategy_for(name: str, kb: KnowledgeBase):

@@ -4,7 +4,7 @@ import json
 
 from rag_core.evaluation import evaluate, format_report, main
 from rag_core.tokenizer import term_id, tokenize
-from tests.rag.conftest import SMALL_KB
+from tests.rag_core.conftest import SMALL_KB
 
 QUERIES = [
     {"id": "q1", "history": [], "query": "Can I bring my dog?", "gold": ["pets"]},

@@ -11,7 +11,7 @@ import pytest
 
 from gateway.inbox.consumer import Backoff, InboxConsumer
 from gateway.services import Services
-from tests.gateway.test_inbox import RecordingChannel, push, until
+from tests.gateway.inbox.test_inbox import RecordingChannel, push, until
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from rag_core import (
 )
 from rag_core.search_prompt import SEARCH_RESULT_SCHEMA
 from rag_core.strategies import LlmSelectStrategy
-from tests.rag.conftest import SMALL_KB, ScriptedSearchLlm, answer
+from tests.rag_core.conftest import SMALL_KB, ScriptedSearchLlm, answer
 
 THREE = [
     Topic(source="a1", title="Old prices", facts=["Coffee $2"], updated_at=datetime(2024, 1, 1, tzinfo=UTC)),

@@ -11,7 +11,7 @@ from rq import Retry
 from gateway.jobs.registry import run_job
 from gateway.live.context import FETCH_DATA_JOB
 from gateway.live.data_injection import FETCHED_AT, RETRIEVED, STATUS, period_seconds
-from tests.prompt.conftest import eventually
+from tests.gateway.live.conftest import eventually
 
 ENABLED = "project_attributes_setting_data_injection_is_enabled"
 PERIOD = "project_attributes_setting_data_injection_update_period"
@@ -155,7 +155,7 @@ async def test_oversized_data_is_cut_to_the_budget(services, data_source):
 def test_accepted_fetch_is_completed_by_the_signed_callback(live_gateway, admin, clock, data_source):
     import httpx
 
-    from tests.prompt.conftest import feed_body, signed_headers
+    from tests.gateway.live.conftest import feed_body, signed_headers
 
     data_source.default.status = 202
     data_source.default.json = {"queued": True}
