@@ -9,8 +9,8 @@ import pytest
 
 from gateway.core.models import InboundMessage, new_id
 from gateway.services import Services
-from gateway.turn.ports import DeliveryReport
 from rag_core.topic import Topic
+from tests.sinks import RecordingSink as Sink
 
 TOPICS = [
     Topic(source="hours", title="Opening hours", facts=["open 9 to 5", "closed Sundays"],
@@ -19,21 +19,6 @@ TOPICS = [
           summary="E-bikes cost 35 euros per day, helmet included."),
     Topic(source="repair", title="Repairs", facts=["flat tyre 12 euros"], summary="A flat tyre repair is 12 euros."),
 ]
-
-
-class Sink:
-    streaming = False
-    channel = "test"
-
-    def __init__(self):
-        self.sent = []
-
-    async def delta(self, text):
-        pass
-
-    async def deliver(self, text):
-        self.sent.append(text)
-        return DeliveryReport(delivered=True)
 
 
 @pytest.fixture

@@ -11,26 +11,11 @@ import redis
 from redis.exceptions import ResponseError
 
 from gateway.core.models import InboundMessage
-from gateway.turn.ports import DeliveryReport
 from tests.inspect import read_persona_messages
+from tests.sinks import RecordingSink as Sink
 
 ADMIN = {"Authorization": "Bearer admin-secret"}
 BUSINESS = "project_attributes_setting_business_name"
-
-
-class Sink:
-    streaming = False
-    channel = "test"
-
-    def __init__(self):
-        self.sent = []
-
-    async def delta(self, text):
-        pass
-
-    async def deliver(self, text):
-        self.sent.append(text)
-        return DeliveryReport(delivered=True)
 
 
 def _message(i: int, text: str = "hello") -> InboundMessage:

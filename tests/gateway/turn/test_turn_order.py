@@ -6,22 +6,7 @@ import asyncio
 
 from gateway.core.models import InboundMessage
 from gateway.services import Services
-from gateway.turn.ports import DeliveryReport
-
-
-class _Sink:
-    streaming = False
-    channel = "test"
-
-    def __init__(self, log):
-        self.log = log
-
-    async def delta(self, text):
-        pass
-
-    async def deliver(self, text):
-        self.log.append(text)
-        return DeliveryReport(delivered=True)
+from tests.sinks import RecordingSink as _Sink
 
 
 async def test_two_replicas_serialise_one_conversation_in_arrival_order(settings, fake_openai):
