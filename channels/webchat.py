@@ -183,6 +183,14 @@ class WebChatAdapter:
             raise Conflict("this message is still being answered; its reply will appear in the transcript")
         raise Conflict("this message id was already received and answered; its reply is in the transcript")
 
+    async def authenticate(self, session_id: str, token: str | None) -> WebSession:
+        """The session a token opens; a missing or wrong token is refused and counted like a bad signature."""
+        try:
+            return await self.sessions.authenticate(session_id, token)
+        except Unauthorized:
+            self.context.metrics.rejected.labels(CHANNEL, "token").inc()
+            raise
+
     async def post_message(self, session: WebSession, body: ChatMessageIn) -> dict:
         return await self.answer(session, body, _CollectingSink())
 
@@ -263,12 +271,12 @@ class WebChatAdapter:
         )
         async def post_message(session_id: str, request: Request) -> dict:
             # The token is checked before the body is read: a stranger's request costs no parsing.
-            session = await adapter.sessions.authenticate(session_id, bearer_token(request))
+            session = await adapter.authenticate(session_id, bearer_token(request))
             return await adapter.post_message(session, _message_body(await request.body()))
 
         @router.get("/api/chat/sessions/{session_id}/messages")
         async def get_messages(session_id: str, request: Request) -> dict:
-            session = await adapter.sessions.authenticate(session_id, bearer_token(request))
+            session = await adapter.authenticate(session_id, bearer_token(request))
             return await adapter.transcript(session)
 
         @router.websocket("/api/chat/sessions/{session_id}/ws")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 import re
 import time
+import xml.etree.ElementTree as ET
 
 import httpx
 import pytest
@@ -29,9 +30,14 @@ class Harness:
     identity: str  # the persona identity its users get
     method: str  # the vendor API call that sends a reply
     sent_status: int = 200  # what that call answers on success
+    refused_as: str = "signature"  # the reason a refused, unverified request is counted under
+    repeat_status: int = 200  # what a repeated delivery is answered (vendors must not retry again)
 
     def __init__(self, fake) -> None:
         self.fake = fake
+
+    def open(self, client: httpx.Client) -> None:
+        """What a user does before their first message (nothing, for a vendor channel)."""
 
     @property
     def recorder(self) -> Recorder:
@@ -87,6 +93,68 @@ class TwilioSmsHarness(Harness):
                                    token=self.fake.auth_token if signed else "wrong-token")
 
 
+class TwilioVoiceHarness(Harness):
+    """The reply is spoken in the TwiML that answers the speech webhook; a retry of a webhook is
+    answered again with the same turn's reply, and the caller hears it once."""
+
+    name, limit, identity, method = "twilio_voice", 4000, f"phone:{vendors.CALLER}", "-"
+
+    def __init__(self, fake) -> None:
+        super().__init__(fake)
+        self.heard: dict[str, str] = {}
+
+    def deliver(self, client, text, *, key, signed=True, retry=False):
+        params = vendors.call_params(f"CA{key}", SpeechResult=text, Confidence="0.9")
+        resp = vendors.post_twilio(client, "/channels/twilio/voice/turn?n=1", params,
+                                   token=self.fake.auth_token if signed else "wrong-token")
+        if resp.status_code == 200:
+            said = ET.fromstring(resp.text).find("Gather/Say")
+            if said is not None:
+                self.heard[key] = said.text
+        return resp
+
+    def replies(self):
+        return list(self.heard.values())
+
+
+class WebChatHarness(Harness):
+    """The reply is the HTTP response; a resent message id is answered 409 with no second reply."""
+
+    name, limit, method = "webchat", 100_000, "-"
+    refused_as, repeat_status = "token", 409
+
+    def __init__(self, fake) -> None:
+        super().__init__(fake)
+        self.answers: list[str] = []
+        self.session: dict = {}
+
+    def open(self, client):
+        self.session = client.post("/api/chat/sessions").json()
+        self.identity = f"web:{self.session['session_id']}"
+
+    def deliver(self, client, text, *, key, signed=True, retry=False):
+        token = self.session["token"] if signed else "not-the-token"
+        resp = client.post(f"/api/chat/sessions/{self.session['session_id']}/messages",
+                           json={"text": text, "client_message_id": key}, headers={"Authorization": f"Bearer {token}"})
+        if resp.status_code == 200:
+            self.answers.append(resp.json()["reply"]["text"])
+        return resp
+
+    def replies(self):
+        return self.answers
+
+
+@pytest.fixture(params=[TelegramHarness, SlackHarness, TwilioSmsHarness, TwilioVoiceHarness, WebChatHarness],
+                ids=lambda h: h.name)
+def any_channel(request, fake_telegram, fake_slack, fake_twilio, client) -> Harness:
+    """Every channel, for the cases every channel must pass."""
+    fakes = {"telegram": fake_telegram, "slack": fake_slack, "twilio_sms": fake_twilio,
+             "twilio_voice": fake_twilio, "webchat": None}
+    harness = request.param(fakes[request.param.name])
+    harness.open(client)
+    return harness
+
+
 @pytest.fixture(params=[TelegramHarness, SlackHarness, TwilioSmsHarness], ids=lambda h: h.name)
 def channel(request, fake_telegram, fake_slack, fake_twilio) -> Harness:
     fakes = {"telegram": fake_telegram, "slack": fake_slack, "twilio_sms": fake_twilio}
@@ -97,29 +165,31 @@ def _key() -> str:
     return str(vendors.next_id())
 
 
-def test_bad_signature_is_refused_nothing_stored_and_counted(channel, client, stored, fake_openai):
-    resp = channel.deliver(client, "hello there", key=_key(), signed=False)
+def test_an_unverified_request_is_refused_changes_nothing_and_is_counted(any_channel, client, stored, fake_openai):
+    before = {kind: stored.keys(f"{kind}:*") for kind in ("msg", "dedup", "identity", "persona")}
+    resp = any_channel.deliver(client, "hello there", key=_key(), signed=False)
     assert resp.status_code in (401, 403)
     assert resp.json()["error"] in ("unauthorized", "forbidden")
     time.sleep(0.2)
-    assert stored.keys("msg:*") == [] and stored.keys("dedup:*") == [] and stored.keys("identity:*") == []
+    assert {kind: stored.keys(f"{kind}:*") for kind in before} == before
     assert fake_openai.chat_requests() == []
-    assert channel.replies() == []
-    assert metric(client, f'switchboard_rejected_requests_total{{channel="{channel.name}",reason="signature"}}') == 1
+    assert any_channel.replies() == []
+    rejected = f'switchboard_rejected_requests_total{{channel="{any_channel.name}",reason="{any_channel.refused_as}"}}'
+    assert metric(client, rejected) == 1
 
 
-def test_duplicate_delivery_gets_exactly_one_reply(channel, client, live, stored, fake_openai):
+def test_a_repeated_delivery_gets_exactly_one_reply(any_channel, client, live, stored, fake_openai):
     key = _key()
-    first = channel.deliver(client, "When do you open?", key=key)
-    again = channel.deliver(client, "When do you open?", key=key, retry=True)
-    assert first.status_code == 200 and again.status_code == 200
+    first = any_channel.deliver(client, "When do you open?", key=key)
+    again = any_channel.deliver(client, "When do you open?", key=key, retry=True)
+    assert first.status_code == 200 and again.status_code == any_channel.repeat_status
     settle(live)
     time.sleep(0.1)
-    assert channel.replies() == ["echo: When do you open?"]
+    assert any_channel.replies() == ["echo: When do you open?"]
     assert len(fake_openai.chat_requests()) == 1
-    assert [(m.role, m.text) for m in stored.messages(channel.identity)] == [
+    assert [(m.role, m.text) for m in stored.messages(any_channel.identity)] == [
         (Role.USER, "When do you open?"), (Role.AGENT, "echo: When do you open?")]
-    assert metric(client, f'switchboard_duplicate_messages_total{{channel="{channel.name}"}}') == 1
+    assert metric(client, f'switchboard_duplicate_messages_total{{channel="{any_channel.name}"}}') == 1
 
 
 def _long_reply(limit: int) -> str:
