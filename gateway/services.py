@@ -22,6 +22,7 @@ from gateway.conversation.turn_lock import TurnLock
 from gateway.core.clock import Clock
 from gateway.core.events import ConversationStarted, EventBus
 from gateway.core.metrics import Metrics
+from gateway.core.outbound import Resolver, system_resolver
 from gateway.core.settings import Settings
 from gateway.inbox.consumer import InboxConsumer
 from gateway.inbox.handler import InboxHandler
@@ -36,7 +37,6 @@ from gateway.knowledge.search import Knowledge
 from gateway.live.catalogue import CUSTOMER_ATTRIBUTES, PERSONA_ATTRIBUTES
 from gateway.live.context import FETCH_DATA_JOB, LiveContext
 from gateway.live.conversation_meta import EXTRACT_META_JOB
-from gateway.live.outbound import Resolver, system_resolver
 from gateway.live.prompt import PromptBuilder
 from gateway.live.template_render import RenderBudget
 from gateway.live.timers import TIMER_TICK_JOB, Timer, periodic_timer

@@ -16,6 +16,7 @@ from gateway.conversation.store import RedisStore
 from gateway.core.clock import Clock
 from gateway.core.events import AttributeChanged, EventBus, TurnCompleted
 from gateway.core.metrics import Metrics
+from gateway.core.outbound import OutboundPolicy, Resolver, system_resolver
 from gateway.core.settings import Settings
 from gateway.jobs.registry import run_job
 from gateway.live.calendar import (
@@ -28,7 +29,6 @@ from gateway.live.calendar import (
 from gateway.live.conversation_meta import ConversationMeta
 from gateway.live.data_injection import ENABLED, PERIOD, URL, DataInjection
 from gateway.live.feeds import Feeds
-from gateway.live.outbound import OutboundPolicy, Resolver, system_resolver
 from gateway.live.sections import CustomSections
 from gateway.live.template_render import RenderBudget
 from gateway.live.template_store import TemplateStore

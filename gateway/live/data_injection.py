@@ -24,9 +24,9 @@ from gateway.core.clock import Clock, describe_age
 from gateway.core.errors import GatewayError, LLMError
 from gateway.core.metrics import Metrics
 from gateway.core.models import PromptMessage
+from gateway.core.outbound import OutboundPolicy, OutboundRefused, pinned
 from gateway.core.settings import Settings
 from gateway.live.budget import fit
-from gateway.live.outbound import OutboundPolicy, OutboundRefused, pinned
 from gateway.live.template_store import TemplateStore
 from gateway.turn.llm import LLMClient
 from rag_core.clean_text import scrub, scrub_deep

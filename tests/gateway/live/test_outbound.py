@@ -6,8 +6,8 @@ import ipaddress
 
 import pytest
 
+from gateway.core.outbound import OutboundPolicy, OutboundRefused
 from gateway.live.data_injection import STATUS
-from gateway.live.outbound import OutboundPolicy, OutboundRefused
 from gateway.services import Services
 
 
@@ -64,7 +64,7 @@ async def test_fetch_to_a_refused_target_records_why_and_sends_nothing(live_sett
 def test_a_checked_url_is_pinned_to_the_checked_address():
     from ipaddress import ip_address
 
-    from gateway.live.outbound import pinned
+    from gateway.core.outbound import pinned
 
     https = pinned("https://user:pw@data.example.com:8443/q?a=1", [ip_address("93.184.216.34")])
     assert https.url == "https://user:pw@93.184.216.34:8443/q?a=1"
