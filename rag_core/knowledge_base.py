@@ -262,6 +262,41 @@ class KnowledgeBase:
         self._invalidate()
         return True
 
+    async def delete_many(self, sources: Sequence[str]) -> int:
+        """Delete these topics (unknown sources are ignored); the number that existed."""
+        await self.ensure_collection()
+        existing = await self._existing_payloads(list(dict.fromkeys(sources)))
+        if existing:
+            await self._run(
+                self._client.delete,
+                self.collection_name,
+                points_selector=models.PointIdsList(points=[topic_point_id(s) for s in existing]),
+            )
+            self._invalidate()
+        return len(existing)
+
+    async def sources_with_label(self, label: str) -> list[str]:
+        """Every topic source carrying ``label``, in storage order."""
+        await self.ensure_collection()
+        sources: list[str] = []
+        offset: Any = None
+        while True:
+            records, offset = await self._run(
+                self._client.scroll,
+                self.collection_name,
+                scroll_filter=_label_filter(label),
+                limit=512,
+                offset=offset,
+                with_payload=models.PayloadSelectorInclude(include=["source"]),
+            )
+            sources.extend(r.payload["source"] for r in records if r.payload)
+            if offset is None:
+                return sources
+
+    async def delete_label(self, label: str) -> int:
+        """Delete every topic carrying ``label``; how many there were."""
+        return await self.delete_many(await self.sources_with_label(label))
+
     def _invalidate(self) -> None:
         # Called after a write lands: a snapshot built from before it carries an older version.
         self._version += 1

@@ -82,3 +82,15 @@ async def test_open_qdrant_local_path_persists(tmp_path):
     reopened = KnowledgeBase(open_qdrant(None, tmp_path / "qdrant"), "persist")
     assert (await reopened.get("a")).title == "Persisted"
     assert open_qdrant(":memory:", tmp_path).init_options["location"] == ":memory:"
+
+
+async def test_topics_are_deleted_by_label_and_by_source_list():
+    kb = KnowledgeBase(QdrantClient(":memory:"))
+    await kb.upsert_many([
+        Topic(source=f"s{i}", title=f"topic {i}", labels=["rag_context", *(["odd"] * (i % 2))]) for i in range(10)
+    ])
+    assert sorted(await kb.sources_with_label("odd")) == ["s1", "s3", "s5", "s7", "s9"]
+    assert await kb.delete_label("odd") == 5
+    assert await kb.sources_with_label("odd") == []
+    assert await kb.delete_many(["s0", "no-such-topic"]) == 1
+    assert sorted(t.source for t in (await kb.list(limit=50)).topics) == ["s2", "s4", "s6", "s8"]
