@@ -43,3 +43,19 @@ class ImportLineError(RagError):
         super().__init__(f"line {line}: {message}")
         self.line = line
         self.message = message
+
+
+class UnsupportedFormat(RagError):
+    """A file type no extractor reads; ``supported`` lists the formats that are read."""
+
+    def __init__(self, message: str, supported: list[str]) -> None:
+        super().__init__(message)
+        self.supported = supported
+
+
+class ExtractionFailed(RagError):
+    """A file of a supported type whose text cannot be read; ``reason`` says why, for the user."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason

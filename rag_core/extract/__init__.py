@@ -1,0 +1,77 @@
+"""Text out of the files a business has: Markdown, plain text, HTML, PDF, DOCX, CSV, JSON and
+JSON Lines, each read by a library made for it. ``extract`` is synchronous (CPU and parsing):
+async callers run it in a thread."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import PurePath
+
+from rag_core.errors import ExtractionFailed, UnsupportedFormat
+from rag_core.extract.docx import extract_docx
+from rag_core.extract.html import extract_html
+from rag_core.extract.markdown import extract_markdown
+from rag_core.extract.model import Block, BlockKind, ExtractedDocument
+from rag_core.extract.pdf import extract_pdf
+from rag_core.extract.records import extract_csv, extract_json, extract_jsonl
+from rag_core.extract.text import extract_text
+
+__all__ = [
+    "FORMATS", "Block", "BlockKind", "ExtractedDocument", "ExtractionFailed", "UnsupportedFormat",
+    "detect_format", "extract",
+]
+
+FORMATS: dict[str, tuple[str, ...]] = {
+    "markdown": (".md", ".markdown"),
+    "text": (".txt", ".text"),
+    "html": (".html", ".htm"),
+    "pdf": (".pdf",),
+    "docx": (".docx",),
+    "csv": (".csv",),
+    "json": (".json",),
+    "jsonl": (".jsonl", ".ndjson"),
+}
+_MEDIA_TYPES = {
+    "text/markdown": "markdown", "text/x-markdown": "markdown", "text/plain": "text", "text/html": "html",
+    "application/xhtml+xml": "html", "application/pdf": "pdf", "text/csv": "csv", "application/json": "json",
+    "application/x-ndjson": "jsonl", "application/jsonl": "jsonl",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": "docx",
+}
+
+
+def detect_format(filename: str, content_type: str | None = None) -> str:
+    """By the file's extension, else by its media type; ``UnsupportedFormat`` names what is read."""
+    suffix = PurePath(filename).suffix.lower()
+    for fmt, extensions in FORMATS.items():
+        if suffix in extensions:
+            return fmt
+    media = (content_type or "").split(";")[0].strip().lower()
+    if media in _MEDIA_TYPES:
+        return _MEDIA_TYPES[media]
+    supported = ", ".join(f"{fmt} ({' '.join(ext)})" for fmt, ext in FORMATS.items())
+    raise UnsupportedFormat(f"{filename!r} is not a supported file type; supported: {supported}", list(FORMATS))
+
+
+_READERS: dict[str, Callable[[bytes, str, str | None], ExtractedDocument]] = {
+    "markdown": lambda data, stem, _: extract_markdown(data, stem),
+    "text": lambda data, stem, _: extract_text(data, stem),
+    "html": lambda data, stem, _: extract_html(data, stem),
+    "pdf": lambda data, stem, _: extract_pdf(data, stem),
+    "docx": lambda data, stem, _: extract_docx(data, stem),
+    "csv": extract_csv,
+    "json": extract_json,
+    "jsonl": extract_jsonl,
+}
+
+
+def extract(
+    data: bytes, filename: str, *, fmt: str | None = None, row_template: str | None = None
+) -> ExtractedDocument:
+    """The document's title and blocks; ``ExtractionFailed`` says why a file cannot be read.
+    ``row_template`` (CSV, JSON, JSON Lines) turns each record into text, e.g. ``{Product} costs {Price}``."""
+    fmt = fmt or detect_format(filename)
+    reader = _READERS.get(fmt)
+    if reader is None:
+        raise UnsupportedFormat(f"no extractor for format {fmt!r}", list(FORMATS))
+    stem = PurePath(filename.rstrip("/")).stem or filename
+    return reader(data, stem, row_template)

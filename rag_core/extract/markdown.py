@@ -1,0 +1,98 @@
+"""Markdown to blocks: ATX headings, paragraphs (soft-wrapped lines joined), lists, fenced code
+and pipe tables kept whole. The first H1 is the document's title."""
+
+from __future__ import annotations
+
+import re
+
+from rag_core.extract.model import Block, ExtractedDocument
+from rag_core.extract.text import decode
+
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+_SETEXT = re.compile(r"^(=+|-+)\s*$")
+
+
+def _kind(line: str) -> str:
+    stripped = line.strip()
+    if not stripped:
+        return "blank"
+    if stripped.startswith("|"):
+        return "table"
+    if _LIST_ITEM.match(line):
+        return "list"
+    return "paragraph"
+
+
+def parse_blocks(text: str) -> list[Block]:
+    blocks: list[Block] = []
+    lines = text.split("\n")
+    i = 0
+    current: list[str] = []
+    current_kind = ""
+
+    def flush() -> None:
+        nonlocal current, current_kind
+        if current:
+            joined = " ".join(s.strip() for s in current) if current_kind == "paragraph" else "\n".join(current)
+            if joined.strip():
+                blocks.append(Block(current_kind, joined.strip("\n")))  # type: ignore[arg-type]
+        current, current_kind = [], ""
+
+    while i < len(lines):
+        line = lines[i]
+        if _FENCE.match(line):
+            flush()
+            fence = _FENCE.match(line).group(1)  # type: ignore[union-attr]
+            code = [line]
+            i += 1
+            while i < len(lines):
+                code.append(lines[i])
+                if lines[i].strip().startswith(fence):
+                    break
+                i += 1
+            blocks.append(Block("code", "\n".join(code)))
+            i += 1
+            continue
+        heading = _HEADING.match(line)
+        if heading:
+            flush()
+            blocks.append(Block("heading", heading.group(2).strip(), level=len(heading.group(1))))
+            i += 1
+            continue
+        if current_kind == "paragraph" and len(current) == 1 and _SETEXT.match(line) and line.strip():
+            level = 1 if line.strip().startswith("=") else 2
+            title = current[0].strip()
+            current, current_kind = [], ""
+            blocks.append(Block("heading", title, level=level))
+            i += 1
+            continue
+        kind = _kind(line)
+        if kind == "blank":
+            flush()
+        elif kind == "list" and current_kind == "list":
+            current.append(line.rstrip())
+        elif kind == "paragraph" and current_kind == "list" and line.startswith(("  ", "\t")):
+            current.append(line.rstrip())  # a list item's continuation
+        elif kind != current_kind:
+            flush()
+            current, current_kind = [line.rstrip()], kind
+        else:
+            current.append(line.rstrip())
+        i += 1
+    flush()
+    return blocks
+
+
+def document_from_blocks(fmt: str, blocks: list[Block], stem: str, warnings: list[str]) -> ExtractedDocument:
+    """The first H1 becomes the title (and leaves the body); otherwise the file name's stem."""
+    for index, block in enumerate(blocks):
+        if block.kind == "heading" and block.level == 1:
+            return ExtractedDocument(fmt, block.text, blocks[:index] + blocks[index + 1:], warnings=warnings)
+    return ExtractedDocument(fmt, stem, blocks, warnings=warnings)
+
+
+def extract_markdown(data: bytes, stem: str) -> ExtractedDocument:
+    warnings: list[str] = []
+    return document_from_blocks("markdown", parse_blocks(decode(data, warnings)), stem, warnings)

@@ -1,0 +1,168 @@
+"""Every supported format, from real files made here: what text comes out, what stays out, and
+the reason a file that cannot be read is refused with."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from fpdf import FPDF
+from pypdf import PdfReader, PdfWriter
+
+from rag_core.errors import ExtractionFailed, UnsupportedFormat
+from rag_core.extract import FORMATS, detect_format, extract
+
+
+def _pdf(pages: list[list[str]], title: str | None = None) -> bytes:
+    pdf = FPDF()
+    if title:
+        pdf.set_title(title)
+    pdf.set_font("helvetica", size=11)
+    for lines in pages:
+        pdf.add_page()
+        for line in lines:
+            pdf.multi_cell(0, 6, line)
+            pdf.ln(4)
+    return bytes(pdf.output())
+
+
+def _scanned_pdf(pages: int) -> bytes:
+    pdf = FPDF()
+    for _ in range(pages):
+        pdf.add_page()
+        pdf.rect(20, 20, 100, 60, style="F")  # a picture of text, as a scanner makes it: no text layer
+    return bytes(pdf.output())
+
+
+def test_pdf_text_layer_is_read_page_by_page():
+    data = _pdf([["Rental prices", "An e-bike costs 35 euros per day."], ["Repairs take two working days."]],
+                title="Price list")
+    doc = extract(data, "prices.pdf")
+    assert (doc.format, doc.title, doc.pages) == ("pdf", "Price list", 2)
+    text = "\n".join(b.text for b in doc.blocks)
+    assert "An e-bike costs 35 euros per day." in text and "Repairs take two working days." in text
+
+
+def test_a_scanned_pdf_says_it_has_no_text_layer():
+    with pytest.raises(ExtractionFailed, match=r"no text layer \(3 page"):
+        extract(_scanned_pdf(3), "scan.pdf")
+
+
+def test_encrypted_and_corrupt_pdfs_are_refused_with_the_reason():
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(_pdf([["secret"]]))))
+    writer.encrypt("pw")
+    locked = io.BytesIO()
+    writer.write(locked)
+    with pytest.raises(ExtractionFailed, match="encrypted"):
+        extract(locked.getvalue(), "locked.pdf")
+    with pytest.raises(ExtractionFailed, match="cannot be read"):
+        extract(_pdf([["text"]])[:200], "truncated.pdf")
+    with pytest.raises(ExtractionFailed, match="cannot be read"):
+        extract(b"this is not a pdf at all", "fake.pdf")
+
+
+def test_docx_headings_lists_and_tables_come_out_in_order():
+    import docx
+
+    document = docx.Document()
+    document.add_heading("Staff handbook", level=1)
+    document.add_heading("Opening", level=2)
+    document.add_paragraph("Open the shop at nine.")
+    document.add_paragraph("Unlock the door", style="List Bullet")
+    document.add_paragraph("Switch on the lights", style="List Bullet")
+    table = document.add_table(rows=3, cols=2)
+    for row, cells in zip(table.rows, [("Bike", "Price"), ("City", "15"), ("E-bike", "35")], strict=True):
+        row.cells[0].text, row.cells[1].text = cells
+    document.add_heading("Closing", level=2)
+    document.add_paragraph("Lock up at six.")
+    buffer = io.BytesIO()
+    document.save(buffer)
+
+    doc = extract(buffer.getvalue(), "handbook.docx")
+    assert doc.title == "Staff handbook"
+    assert [(b.kind, b.text.split("\n")[0]) for b in doc.blocks] == [
+        ("heading", "Opening"), ("paragraph", "Open the shop at nine."), ("list", "- Unlock the door"),
+        ("table", "| Bike | Price |"), ("heading", "Closing"), ("paragraph", "Lock up at six."),
+    ]
+    assert doc.blocks[2].text == "- Unlock the door\n- Switch on the lights"
+    assert doc.blocks[3].text.splitlines()[2:] == ["| City | 15 |", "| E-bike | 35 |"]
+    with pytest.raises(ExtractionFailed, match="DOCX cannot be read"):
+        extract(b"PK\x03\x04 not really a zip", "broken.docx")
+
+
+def test_html_keeps_the_article_and_drops_the_chrome():
+    html = """<html><head><title>Harbor Bikes FAQ</title></head><body>
+    <header><nav><a href="/">Home</a> <a href="/shop">Shop catalogue</a>
+    <a href="/careers">Careers page</a></nav></header>
+    <main><article><h1>Frequently asked questions</h1>
+    <h2>Can I rent a child seat?</h2><p>Yes. Child seats cost 5 euros per day and fit every city bike we rent.</p>
+    <h2>Do you deliver bikes?</h2><p>We deliver to hotels in the old town for a flat fee of 10 euros each way.</p>
+    <table><tr><th>Item</th><th>Price</th></tr><tr><td>Helmet</td><td>free</td></tr></table>
+    </article></main>
+    <footer>Copyright Harbor Bikes. Cookie settings. Privacy policy.</footer></body></html>"""
+    doc = extract(html.encode(), "faq.html")
+    text = "\n".join(b.text for b in doc.blocks)
+    assert doc.title in ("Harbor Bikes FAQ", "Frequently asked questions")  # <title> or the article's H1
+    assert "Child seats cost 5 euros per day" in text and "flat fee of 10 euros" in text
+    assert ("heading", "Can I rent a child seat?") in [(b.kind, b.text) for b in doc.blocks]
+    assert "Careers page" not in text and "Cookie settings" not in text and "Shop catalogue" not in text
+    with pytest.raises(ExtractionFailed, match="no readable main text"):  # a page its script draws
+        extract(b'<html><body><div id="root"></div><script>render()</script></body></html>', "app.html")
+
+
+def test_markdown_keeps_code_and_tables_whole_and_takes_the_title():
+    md = ("# Setup guide\n\nInstall the app\nthen sign in.\n\n## Config\n\n"
+          "```yaml\nport: 8000\n\nhost: 0.0.0.0\n```\n\n"
+          "| key | default |\n|---|---|\n| port | 8000 |\n\n- one\n- two\n")
+    doc = extract(md.encode(), "guide.md")
+    assert doc.title == "Setup guide"
+    assert [(b.kind, b.text) for b in doc.blocks] == [
+        ("paragraph", "Install the app then sign in."), ("heading", "Config"),
+        ("code", "```yaml\nport: 8000\n\nhost: 0.0.0.0\n```"),
+        ("table", "| key | default |\n|---|---|\n| port | 8000 |"), ("list", "- one\n- two"),
+    ]
+
+
+def test_text_in_a_legacy_encoding_is_read_with_a_warning():
+    doc = extract("Café prices: crème brûlée 4 €.\n\nSecond paragraph.".encode("cp1252"), "menu.txt")
+    assert doc.blocks[0].text == "Café prices: crème brûlée 4 €." and len(doc.blocks) == 2
+    cyrillic = extract("Привет! Как дела? Это проверка кодировки.".encode("cp1251"), "note.txt")
+    assert cyrillic.blocks[0].text == "Привет! Как дела? Это проверка кодировки."
+    assert doc.warnings and "not UTF-8" in doc.warnings[0]
+
+
+def test_csv_rows_become_records_plain_or_through_a_template():
+    data = b"Product;Price;Notes\nCity bike;15;\nE-bike;35;helmet included\n"
+    plain = extract(data, "prices.csv")
+    assert [(b.kind, b.title, b.text) for b in plain.blocks] == [
+        ("record", "City bike", "Product: City bike\nPrice: 15"),
+        ("record", "E-bike", "Product: E-bike\nPrice: 35\nNotes: helmet included"),
+    ]
+    templated = extract(data, "prices.csv", row_template="A {Product} costs {Price} euros a day.")
+    assert [b.text for b in templated.blocks] == ["A City bike costs 15 euros a day.", "A E-bike costs 35 euros a day."]
+    with pytest.raises(ExtractionFailed, match=r"\{Colour\}.*Product, Price, Notes"):
+        extract(data, "prices.csv", row_template="{Colour}")
+    with pytest.raises(ExtractionFailed, match="empty"):
+        extract(b"", "empty.csv")
+
+
+def test_json_and_jsonl_records():
+    items = {"items": [
+        {"name": "Helmet", "price": {"day": 0}, "sizes": ["S", "M"]}, {"name": "Lock", "price": {"day": 2}},
+    ]}
+    doc = extract(json.dumps(items).encode(), "extras.json")
+    assert [(b.title, b.text) for b in doc.blocks] == [
+        ("Helmet", "name: Helmet\nprice.day: 0\nsizes: S, M"), ("Lock", "name: Lock\nprice.day: 2"),
+    ]
+    lines = b'{"question": "Open on Sunday?", "answer": "No."}\n\n{"question": "Parking?", "answer": "Yes."}\n'
+    assert [b.title for b in extract(lines, "faq.jsonl").blocks] == ["Open on Sunday?", "Parking?"]
+    with pytest.raises(ExtractionFailed, match="line 2 is not JSON"):
+        extract(b'{"a": 1}\n{"a": \n', "bad.jsonl")
+
+
+def test_formats_are_detected_by_extension_then_media_type_and_others_refused():
+    assert detect_format("Report.PDF") == "pdf" and detect_format("page", "text/html; charset=utf-8") == "html"
+    with pytest.raises(UnsupportedFormat) as refused:
+        detect_format("photo.png", "image/png")
+    assert ".pdf" in str(refused.value) and refused.value.supported == list(FORMATS)
