@@ -9,24 +9,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 from qdrant_client import QdrantClient, models
-from qdrant_client.common.client_exceptions import QdrantException
-from qdrant_client.http.exceptions import ApiException
 
 from rag_core.encoders import DenseEncoder
-from rag_core.errors import EncoderUnavailable, KnowledgeBaseUnavailable
+from rag_core.errors import EncoderUnavailable
 from rag_core.pool_index import PoolIndex
+from rag_core.qdrant_calls import QdrantCalls
 from rag_core.sparse import SparseEncoder
 from rag_core.topic import RAG_CONTEXT_LABEL, ScoredTopic, Topic, topic_point_id
 
 log = logging.getLogger(__name__)
 
+MAIN_KB = "main"
 DENSE_VECTOR = "dense"
 SPARSE_VECTOR = "bm25"
 _T = TypeVar("_T")
@@ -58,6 +57,11 @@ def open_qdrant(url: str | None, path: Path) -> QdrantClient:
     return QdrantClient(path=str(path))
 
 
+def collection_name(agent_id: str, kb_name: str) -> str:
+    """``main`` keeps the collection name it had before knowledge bases had names."""
+    return f"kb_{agent_id}" if kb_name == MAIN_KB else f"kb_{agent_id}__{kb_name}"
+
+
 def dense_text(topic: Topic, max_chars: int) -> str:
     # MiniLM reads ~256 word pieces: title and facts first, then as much body as fits.
     text = "\n".join([topic.title, *topic.facts, topic.summary])
@@ -74,19 +78,19 @@ class KnowledgeBase:
         client: QdrantClient,
         agent_id: str = "default",
         *,
+        name: str = MAIN_KB,
         dense: DenseEncoder | None = None,
         sparse: SparseEncoder | None = None,
         dense_max_chars: int = 300,
     ) -> None:
         self._client = client
-        self.collection_name = f"kb_{agent_id}"
+        self.name = name
+        self.collection_name = collection_name(agent_id, name)
         self._dense = dense
         self._sparse = sparse or SparseEncoder()
         self._dense_max_chars = dense_max_chars
-        options = client.init_options
-        self._local = options.get("location") == ":memory:" or options.get("path") is not None
-        # qdrant-client local mode is plain Python state: one call at a time.
-        self._lock = threading.Lock() if self._local else None
+        self._calls = QdrantCalls(client)
+        self._local = self._calls.local
         self._ready_lock = asyncio.Lock()
         self._ready = False
         self._version = 0
@@ -98,17 +102,8 @@ class KnowledgeBase:
 
     # -- plumbing --------------------------------------------------------------------------
 
-    def _call(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
-        try:
-            if self._lock is None:
-                return fn(*args, **kwargs)
-            with self._lock:
-                return fn(*args, **kwargs)
-        except (ApiException, QdrantException, OSError, RuntimeError) as exc:
-            raise KnowledgeBaseUnavailable(f"qdrant: {exc}") from exc
-
     async def _run(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
-        return await asyncio.to_thread(self._call, fn, *args, **kwargs)
+        return await self._calls.run(fn, *args, **kwargs)
 
     async def ensure_collection(self) -> None:
         """Create the collection if missing; detect a dense vector the encoder cannot serve."""
@@ -162,6 +157,12 @@ class KnowledgeBase:
             )
             self._dense = None
 
+    async def drop(self) -> None:
+        """Delete the collection and everything in it."""
+        await self._run(self._client.delete_collection, self.collection_name)
+        self._ready = False
+        self._invalidate()
+
     async def ping(self) -> None:
         await self._run(self._client.get_collections)
 
@@ -172,7 +173,11 @@ class KnowledgeBase:
         dense = self._dense.signature if self._dense else "none"
         return f"{self._sparse.signature}|{dense}|chars={self._dense_max_chars}"
 
-    async def upsert_many(self, topics: Iterable[Topic]) -> UpsertReport:
+    async def upsert_many(self, topics: Iterable[Topic], *, reuse_label: str | None = None) -> UpsertReport:
+        """Create or update topics; only topics whose indexed text changed are embedded.
+
+        With ``reuse_label``, a topic whose text is already indexed under another source carrying that
+        label takes those vectors instead of being embedded again (a document's chunk that moved)."""
         await self.ensure_collection()
         batch = {topic.source: topic for topic in topics}  # the last copy of a source wins
         if not batch:
@@ -199,7 +204,9 @@ class KnowledgeBase:
                 payload_only.append(topic)
             else:
                 unchanged.append(source)
-        points = await self._points(to_embed)
+        donors = await self._vector_donors(reuse_label) if reuse_label and to_embed else {}
+        points = await self._points(to_embed, donors)
+        embedded = sum(1 for t in to_embed if t.in_rag_pool and t.content_hash(signature) not in donors)
         if points:
             await self._run(self._client.upsert, self.collection_name, points=points)
         for topic in payload_only:
@@ -211,7 +218,7 @@ class KnowledgeBase:
             )
         if points or payload_only:
             self._invalidate()
-        return UpsertReport(created=created, updated=updated, unchanged=unchanged, embedded=len(to_embed))
+        return UpsertReport(created=created, updated=updated, unchanged=unchanged, embedded=embedded)
 
     async def upsert(self, topic: Topic) -> UpsertReport:
         return await self.upsert_many([topic])
@@ -225,10 +232,35 @@ class KnowledgeBase:
         )
         return {r.payload["source"]: r.payload for r in records if r.payload}
 
-    async def _points(self, topics: Sequence[Topic]) -> list[models.PointStruct]:
+    async def _scroll(self, label: str | None, payload: Any, vectors: bool = False) -> AsyncIterator[Any]:
+        """Every stored point carrying ``label`` (all points for None), page by page."""
+        offset: Any = None
+        while True:
+            records, offset = await self._run(
+                self._client.scroll, self.collection_name, scroll_filter=_label_filter(label), limit=512,
+                offset=offset, with_payload=payload, with_vectors=vectors,
+            )
+            for record in records:
+                yield record
+            if offset is None:
+                return
+
+    async def _vector_donors(self, label: str) -> dict[str, dict[str, Any]]:
+        """content hash -> the vectors already stored for it, over the topics carrying ``label``."""
+        return {
+            record.payload["content_hash"]: record.vector
+            async for record in self._scroll(label, models.PayloadSelectorInclude(include=["content_hash"]), True)
+            if record.payload and isinstance(record.vector, dict) and SPARSE_VECTOR in record.vector
+        }
+
+    async def _points(
+        self, topics: Sequence[Topic], donors: dict[str, dict[str, Any]] | None = None
+    ) -> list[models.PointStruct]:
         if not topics:
             return []
-        pooled = [t for t in topics if t.in_rag_pool]
+        donors = donors or {}
+        signature = self._signature
+        pooled = [t for t in topics if t.in_rag_pool and t.content_hash(signature) not in donors]
         dense_vectors: dict[str, list[float]] = {}
         if self._dense is not None and pooled:
             texts = [dense_text(t, self._dense_max_chars) for t in pooled]
@@ -237,7 +269,10 @@ class KnowledgeBase:
         points = []
         for topic in topics:
             vector: dict[str, Any] = {}
-            if topic.in_rag_pool:
+            donor = donors.get(topic.content_hash(signature)) if topic.in_rag_pool else None
+            if donor is not None:
+                vector = dict(donor)
+            elif topic.in_rag_pool:
                 vector[SPARSE_VECTOR] = self._sparse.encode_document(sparse_text(topic))
             if topic.source in dense_vectors:
                 vector[DENSE_VECTOR] = dense_vectors[topic.source]
@@ -278,20 +313,8 @@ class KnowledgeBase:
     async def sources_with_label(self, label: str) -> list[str]:
         """Every topic source carrying ``label``, in storage order."""
         await self.ensure_collection()
-        sources: list[str] = []
-        offset: Any = None
-        while True:
-            records, offset = await self._run(
-                self._client.scroll,
-                self.collection_name,
-                scroll_filter=_label_filter(label),
-                limit=512,
-                offset=offset,
-                with_payload=models.PayloadSelectorInclude(include=["source"]),
-            )
-            sources.extend(r.payload["source"] for r in records if r.payload)
-            if offset is None:
-                return sources
+        payload = models.PayloadSelectorInclude(include=["source"])
+        return [record.payload["source"] async for record in self._scroll(label, payload) if record.payload]
 
     async def delete_label(self, label: str) -> int:
         """Delete every topic carrying ``label``; how many there were."""
@@ -315,26 +338,13 @@ class KnowledgeBase:
         topics: list[Topic] = []
         sparse: list[models.SparseVector | None] = []
         dense: list[list[float] | None] = []
-        offset: Any = None
-        while True:
-            records, offset = await self._run(
-                self._client.scroll,
-                self.collection_name,
-                scroll_filter=_label_filter(RAG_CONTEXT_LABEL),
-                limit=512,
-                offset=offset,
-                with_payload=True,
-                with_vectors=True,
-            )
-            for record in records:
-                vectors = record.vector if isinstance(record.vector, dict) else {}
-                if not record.payload or SPARSE_VECTOR not in vectors:
-                    continue
-                topics.append(_topic(record.payload))
-                sparse.append(vectors[SPARSE_VECTOR])
-                dense.append(vectors.get(DENSE_VECTOR))
-            if offset is None:
-                break
+        async for record in self._scroll(RAG_CONTEXT_LABEL, True, vectors=True):
+            vectors = record.vector if isinstance(record.vector, dict) else {}
+            if not record.payload or SPARSE_VECTOR not in vectors:
+                continue
+            topics.append(_topic(record.payload))
+            sparse.append(vectors[SPARSE_VECTOR])
+            dense.append(vectors.get(DENSE_VECTOR))
         index = await asyncio.to_thread(PoolIndex, topics, sparse, dense)
         if version == self._version:
             self._snapshot = (version, index)

@@ -8,6 +8,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 from rag_core.generation import StructuredGenerator
+from rag_core.kb_group import KnowledgeBaseGroup
 from rag_core.knowledge_base import KnowledgeBase, ScoredTopic
 from rag_core.topic import Topic
 
@@ -84,7 +85,7 @@ class StrategyContext:
     """Everything a strategy factory may draw on. ``options`` carries per-strategy
     constructor overrides keyed by strategy name, e.g. ``{"hybrid": {"rrf_k": 30}}``."""
 
-    knowledge_base: KnowledgeBase
+    knowledge_base: KnowledgeBase | KnowledgeBaseGroup
     generator: StructuredGenerator | None = None
     options: dict[str, dict[str, Any]] = field(default_factory=dict)
 

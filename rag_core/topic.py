@@ -32,6 +32,9 @@ class Topic(BaseModel):
     facts: list[str] = Field(default_factory=list)
     summary: str = ""
     labels: list[str] = Field(default_factory=lambda: [RAG_CONTEXT_LABEL])
+    # A document chunk's neighbours (``doc:<id>#<n-1>`` / ``#<n+1>``), so a reader can widen to adjacent chunks.
+    prev_source: str | None = None
+    next_source: str | None = None
     created_at: datetime = Field(default_factory=_utcnow)
     updated_at: datetime = Field(default_factory=_utcnow)
 
