@@ -29,6 +29,7 @@ from gateway.inbox.handler import InboxHandler
 from gateway.inbox.stream import Inbox
 from gateway.jobs import registry as jobs
 from gateway.jobs.embedded import EmbeddedRedis
+from gateway.jobs.mutex import RedisMutex
 from gateway.jobs.registry import JobHandler
 from gateway.jobs.worker import QUEUES, InProcessWorker
 from gateway.knowledge.demo import load_demo_knowledge
@@ -144,7 +145,8 @@ class Services:
         llm = LLMClient(settings) if settings.llm_configured else None
         customer_attributes = CustomerAttributes(store, CUSTOMER_ATTRIBUTES, events)
         queues = {q: Queue(settings.queue_name(q), connection=sync) for q in QUEUES}
-        knowledge = Knowledge(settings, llm)
+        mutex = RedisMutex(redis, store.prefix)
+        knowledge = Knowledge(settings, llm, document_lock=lambda doc_id: mutex.hold(f"document:{doc_id}"))
         rag_modes: dict[str, RagMode] = {}  # filled by the channels as they are installed
         rag = PrepareRagContext(settings, knowledge, persona_attributes, memory, queues["rag"], rag_modes)
         events.subscribe(ConversationStarted, rag.on_conversation_started)

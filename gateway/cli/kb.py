@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 
+from gateway.cli import kb_documents
 from gateway.core.settings import Settings
 
 
@@ -29,12 +30,12 @@ class _Remote:
             base_url=settings.public_url, headers={"Authorization": f"Bearer {token}"}, timeout=600
         )
 
-    def call(self, method: str, path: str, **kwargs) -> dict | None:
+    def call(self, method: str, path: str, *, allow_status: tuple[int, ...] = (), **kwargs) -> dict | None:
         resp = self.http.request(method, path, **kwargs)
         if resp.status_code == 204:
             return None
         body = resp.json()
-        if not resp.is_success:
+        if not resp.is_success and resp.status_code not in allow_status:
             raise SystemExit(f"error {resp.status_code}: {body.get('message', body)}")
         return body
 
@@ -68,6 +69,8 @@ def _print_report(report: dict) -> int:
 
 def _kb(args: argparse.Namespace, settings: Settings) -> int:
     remote = _Remote(settings) if _running(settings) else None
+    if args.kb_command in kb_documents.COMMANDS:
+        return kb_documents.run(args, settings, remote)
     if args.kb_command == "import":
         from rag_core.ingestion import format_for, import_file
 
@@ -140,6 +143,7 @@ def register_kb(sub: argparse._SubParsersAction) -> None:
     search.add_argument("--json", action="store_true")
     delete = kb_sub.add_parser("delete", help="delete one topic")
     delete.add_argument("source")
+    kb_documents.register(kb_sub)
     kb.set_defaults(func=_kb)
 
 

@@ -34,6 +34,10 @@ class PayloadTooLarge(GatewayError):
     """A body or value over its size limit."""
 
 
+class UnsupportedMediaType(GatewayError):
+    """A file of a type the gateway does not read; the message names the supported ones."""
+
+
 class Unauthorized(GatewayError):
     """No credentials, or wrong ones."""
 
@@ -47,7 +51,7 @@ class NotFound(GatewayError):
 
 
 class Conflict(GatewayError):
-    """The request repeats one already handled."""
+    """The request repeats one already handled, or clashes with what exists."""
 
 
 class ServiceUnavailable(GatewayError):

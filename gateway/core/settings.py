@@ -146,6 +146,13 @@ class Settings(BaseSettings):
     max_topic_chars: int = Field(default=100_000, ge=1000)  # a topic's title, summary and facts together
     max_value_chars: int = Field(default=100_000, ge=1000)  # an attribute value or persona section (admin API)
 
+    # Knowledge bases and document ingestion
+    retrieval_kbs: str = ""  # comma-separated knowledge bases a turn retrieves from; empty: all of them
+    max_upload_mb: int = Field(default=50, ge=1)  # one uploaded file; refused (413) past this, before it is kept
+    chunking: Literal["recursive", "paragraph", "sentence", "fixed"] = "recursive"  # a new knowledge base's default
+    chunk_tokens: int = Field(default=256, ge=32, le=2048)
+    chunk_overlap_tokens: int = Field(default=32, ge=0, le=512)
+
     @property
     def llm_configured(self) -> bool:
         """A key, or an explicit non-OpenAI base URL (Ollama, vLLM, llama.cpp need no key)."""

@@ -12,10 +12,13 @@ from fastapi import FastAPI
 
 from gateway.core.settings import Settings
 from gateway.http.body_limit import BodyLimit
+from gateway.http.documents import PREVIEW_PATH, UPLOAD_PATH
+from gateway.http.documents import router as documents_router
 from gateway.http.errors import install_error_handlers
 from gateway.http.health import router as health_router
 from gateway.http.knowledge import IMPORT_PATH
 from gateway.http.knowledge import router as knowledge_router
+from gateway.http.knowledge_bases import router as knowledge_bases_router
 from gateway.http.live_routes import include_live_routes
 from gateway.http.plugins import install_plugins
 from gateway.services import Services
@@ -49,10 +52,17 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     # Outside every route (channels' vendor webhooks and the web chat included): an oversized body
     # is refused before it is read, whoever sends it and whatever the route would do with it.
     app.add_middleware(
-        BodyLimit, max_bytes=settings.max_body_bytes, per_path={IMPORT_PATH: settings.max_import_bytes}
+        BodyLimit, max_bytes=settings.max_body_bytes, per_path={
+            IMPORT_PATH: settings.max_import_bytes,
+            # a multipart upload carries some framing besides the files
+            UPLOAD_PATH: settings.max_upload_mb * 1024 * 1024 + 64 * 1024,
+            PREVIEW_PATH: settings.max_upload_mb * 1024 * 1024 + 64 * 1024,
+        }
     )
     app.include_router(health_router)
     app.include_router(knowledge_router)
+    app.include_router(knowledge_bases_router)
+    app.include_router(documents_router)
     include_live_routes(app)
     install_plugins(app, services)
     return app

@@ -23,6 +23,7 @@ from gateway.core.errors import (
     ServiceUnavailable,
     TurnLockTimeout,
     Unauthorized,
+    UnsupportedMediaType,
 )
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,7 @@ _DOMAIN: dict[type[GatewayError], tuple[int, str]] = {
     NotFound: (404, "not_found"),
     Conflict: (409, "conflict"),
     PayloadTooLarge: (413, "payload_too_large"),
+    UnsupportedMediaType: (415, "unsupported_media_type"),
     InvalidInput: (422, "invalid_input"),
     LLMError: (502, "llm_error"),
     ChannelDeliveryError: (502, "delivery_failed"),

@@ -15,6 +15,7 @@ from gateway.knowledge.search import MAX_QUERY_CHARS
 from gateway.services import Services
 from rag_core.errors import KnowledgeBaseUnavailable, TopicValidationError
 from rag_core.ingestion import ImportReport, import_topics
+from rag_core.knowledge_base import MAIN_KB, KnowledgeBase
 from rag_core.retrieval import ChatTurn
 from rag_core.topic import Topic, parse_topic
 
@@ -33,6 +34,7 @@ class SearchIn(BaseModel):
     strategy: str | None = None
     k: int = Field(default=5, ge=1, le=50)
     conversation_meta: str = ""
+    kbs: list[str] | None = None  # the knowledge bases to search; default: the agent's (all, unless configured)
 
 
 def _topic_json(topic: Topic) -> dict[str, Any]:
@@ -52,7 +54,11 @@ def _parse(data: Any, max_chars: int, source: str | None = None) -> Topic:
         raise InvalidInput(f"{exc.field}: {exc.message}") from exc
 
 
-async def _kb_call(coro):
+async def _base(services: Services, name: str) -> KnowledgeBase:
+    return await kb_call(services.knowledge.bases.get(name))
+
+
+async def kb_call(coro):
     try:
         return await coro
     except KnowledgeBaseUnavailable as exc:
@@ -61,18 +67,19 @@ async def _kb_call(coro):
 
 @router.get("/topics")
 async def list_topics(
-    limit: int = 50, offset: str | None = None, label: str | None = None, services: Services = Depends(require_admin)
+    limit: int = 50, offset: str | None = None, label: str | None = None, kb: str = MAIN_KB,
+    services: Services = Depends(require_admin),
 ) -> dict:
     if not 1 <= limit <= 500:
         raise InvalidInput("limit: must be between 1 and 500")
-    kb = services.knowledge.kb
-    page = await _kb_call(kb.list(limit=limit, offset=offset, label=label))
-    total = await _kb_call(kb.count(label=label))
+    base = await _base(services, kb)
+    page = await kb_call(base.list(limit=limit, offset=offset, label=label))
+    total = await kb_call(base.count(label=label))
     return {"topics": [_topic_json(t) for t in page.topics], "next_offset": page.next_offset, "total": total}
 
 
 @router.post("/topics", status_code=201)
-async def create_topics(request: Request, services: Services = Depends(require_admin)) -> dict:
+async def create_topics(request: Request, kb: str = MAIN_KB, services: Services = Depends(require_admin)) -> dict:
     """One topic object, or a list of them; every one is validated before any is written."""
     data = await read_json(request)
     items = data if isinstance(data, list) else [data]
@@ -82,35 +89,39 @@ async def create_topics(request: Request, services: Services = Depends(require_a
             topics.append(_parse(item, services.settings.max_topic_chars))
         except InvalidInput as exc:
             raise InvalidInput(f"topic {index}: {exc.message}" if isinstance(data, list) else exc.message) from exc
-    report = await _kb_call(services.knowledge.kb.upsert_many(topics))
+    report = await kb_call((await _base(services, kb)).upsert_many(topics))
     return report.model_dump(mode="json")
 
 
 @router.get("/topics/{source}")
-async def get_topic(source: str, services: Services = Depends(require_admin)) -> dict:
-    topic = await _kb_call(services.knowledge.kb.get(source))
+async def get_topic(source: str, kb: str = MAIN_KB, services: Services = Depends(require_admin)) -> dict:
+    topic = await kb_call((await _base(services, kb)).get(source))
     if topic is None:
         raise NotFound(f"no topic with source {source!r}")
     return _topic_json(topic)
 
 
 @router.put("/topics/{source}")
-async def put_topic(source: str, request: Request, services: Services = Depends(require_admin)) -> dict:
+async def put_topic(
+    source: str, request: Request, kb: str = MAIN_KB, services: Services = Depends(require_admin)
+) -> dict:
+    base = await _base(services, kb)
     topic = _parse(await read_json(request), services.settings.max_topic_chars, source)
-    report = await _kb_call(services.knowledge.kb.upsert(topic))
+    report = await kb_call(base.upsert(topic))
     return {"topic": _topic_json(topic), **report.model_dump(mode="json")}
 
 
 @router.delete("/topics/{source}", status_code=204)
-async def delete_topic(source: str, services: Services = Depends(require_admin)) -> Response:
-    if not await _kb_call(services.knowledge.kb.delete(source)):
+async def delete_topic(source: str, kb: str = MAIN_KB, services: Services = Depends(require_admin)) -> Response:
+    if not await kb_call((await _base(services, kb)).delete(source)):
         raise NotFound(f"no topic with source {source!r}")
     return Response(status_code=204)
 
 
 @router.post("/import")
 async def import_file(
-    request: Request, format: Literal["jsonl", "markdown"], services: Services = Depends(require_admin)
+    request: Request, format: Literal["jsonl", "markdown"], kb: str = MAIN_KB,
+    services: Services = Depends(require_admin),
 ) -> dict:
     """Bulk import (JSONL in the datasets' topic format, or Markdown with one topic per H1).
 
@@ -123,8 +134,8 @@ async def import_file(
     except UnicodeDecodeError as exc:
         where = f"byte 0x{body[exc.start]:02x} at offset {exc.start}"
         raise BadRequest(f"import file is not UTF-8 text ({where})") from None
-    report: ImportReport = await _kb_call(import_topics(
-        services.knowledge.kb, text, format,
+    report: ImportReport = await kb_call(import_topics(
+        await _base(services, kb), text, format,
         loads=partial(decode_json, where="topic"), max_topic_chars=services.settings.max_topic_chars,
     ))
     return report.model_dump(mode="json")
@@ -140,9 +151,10 @@ async def search(body: SearchIn, services: Services = Depends(require_admin)) ->
         ChatTurn(role="user", text=h) if isinstance(h, str) else ChatTurn(role=h.role, text=h.text)
         for h in body.history
     ]
-    result = await _kb_call(
+    result = await kb_call(
         services.knowledge.search(
-            body.query, history, strategy=body.strategy, k=body.k, conversation_meta=body.conversation_meta
+            body.query, history, strategy=body.strategy, k=body.k, conversation_meta=body.conversation_meta,
+            kbs=body.kbs,
         )
     )
     return {

@@ -11,12 +11,17 @@ import time
 from collections.abc import Sequence
 
 from qdrant_client import QdrantClient
+from rag_core.chunking import ChunkingOptions
 
 from gateway.core.errors import InvalidInput
 from gateway.core.settings import Settings
+from gateway.knowledge.bases import KnowledgeBases
+from gateway.knowledge.documents import Documents
+from gateway.knowledge.originals import Originals
+from rag_core.document_ingestion import DocumentIngestor, LockFactory
 from rag_core.encoders import DenseEncoder, build_dense_encoder
 from rag_core.generation import StructuredGenerator
-from rag_core.knowledge_base import KnowledgeBase, open_qdrant
+from rag_core.knowledge_base import MAIN_KB, KnowledgeBase, open_qdrant
 from rag_core.retrieval import ChatTurn, RetrievalStrategy, SearchRequest, SearchResult, StrategyContext
 from rag_core.strategies import LLM_STRATEGIES, STRATEGIES, build_strategies
 
@@ -40,12 +45,17 @@ class Knowledge:
     """Opened by ``open`` (the app's lifespan does it, with the embedding model's load), or on first use:
     building it takes no resource, so an app can be built without the local-mode Qdrant lock."""
 
-    def __init__(self, settings: Settings, generator: StructuredGenerator | None) -> None:
+    def __init__(
+        self, settings: Settings, generator: StructuredGenerator | None, document_lock: LockFactory | None = None
+    ) -> None:
         self.settings = settings
+        self.document_lock = document_lock  # one ingest of a document at a time across processes
         self.generator = generator
         self._client: QdrantClient | None = None
-        self._kb: KnowledgeBase | None = None
-        self._strategies: dict[str, RetrievalStrategy] = {}
+        self._bases: KnowledgeBases | None = None
+        self._ingestor: DocumentIngestor | None = None
+        self._documents: Documents | None = None
+        self._strategies: dict[tuple[str, ...], dict[str, RetrievalStrategy]] = {}
         self.has_llm = generator is not None
         self.default_strategy = settings.retrieval_strategy or ("hybrid_llm" if self.has_llm else "hybrid")
         if self.default_strategy not in STRATEGIES:
@@ -54,18 +64,46 @@ class Knowledge:
             )
 
     def open(self) -> None:
-        if self._kb is not None:
+        if self._bases is not None:
             return
-        dense = dense_encoder(self.settings)
-        self._client = open_qdrant(self.settings.qdrant_url, self.settings.data_dir / "qdrant")
-        self._kb = KnowledgeBase(self._client, self.settings.agent_id, dense=dense)
-        self._strategies = build_strategies(StrategyContext(knowledge_base=self._kb, generator=self.generator))
+        settings = self.settings
+        dense = dense_encoder(settings)
+        self._client = open_qdrant(settings.qdrant_url, settings.data_dir / "qdrant")
+        chunking = ChunkingOptions(
+            strategy=settings.chunking, chunk_tokens=settings.chunk_tokens, overlap_tokens=settings.chunk_overlap_tokens
+        )
+        retrieval = tuple(n.strip() for n in settings.retrieval_kbs.split(",") if n.strip())
+        model = str(settings.embedding_model_path or settings.embedding_model)
+        self._bases = KnowledgeBases(
+            self._client, settings.agent_id, dense, chunking=chunking, embedding_model=model, retrieval=retrieval
+        )
+        self._ingestor = DocumentIngestor(self._bases.documents, self._bases.catalog, lock=self.document_lock)
+        self._documents = Documents(self._bases, self._ingestor, Originals(settings.data_dir / "documents"))
+
+    @property
+    def bases(self) -> KnowledgeBases:
+        self.open()
+        assert self._bases is not None
+        return self._bases
+
+    @property
+    def documents(self) -> Documents:
+        self.open()
+        assert self._documents is not None
+        return self._documents
 
     @property
     def kb(self) -> KnowledgeBase:
-        self.open()
-        assert self._kb is not None
-        return self._kb
+        """The ``main`` knowledge base (the one the topic endpoints and commands use by default)."""
+        return self.bases.main
+
+    def _strategies_for(self, names: tuple[str, ...]) -> dict[str, RetrievalStrategy]:
+        built = self._strategies.get(names)
+        if built is None:
+            group = self.bases.group(list(names))
+            built = build_strategies(StrategyContext(knowledge_base=group, generator=self.generator))
+            self._strategies[names] = built
+        return built
 
     @property
     def client(self) -> QdrantClient:
@@ -75,8 +113,7 @@ class Knowledge:
 
     @property
     def strategies(self) -> dict[str, RetrievalStrategy]:
-        self.open()
-        return self._strategies
+        return self._strategies_for((MAIN_KB,))
 
     def strategy_name(self, requested: str | None) -> str:
         name = requested or self.default_strategy
@@ -94,13 +131,16 @@ class Knowledge:
         strategy: str | None = None,
         k: int | None = None,
         conversation_meta: str = "",
+        kbs: list[str] | None = None,
     ) -> SearchResult:
+        """Search the knowledge bases ``kbs`` (default: the agent's, see ``KnowledgeBases.searched``)."""
         name = self.strategy_name(strategy)
+        names = tuple(await self.bases.searched(kbs))
         request = SearchRequest(
             query=query, history=list(history), k=k or self.settings.rag_top_k, conversation_meta=conversation_meta
         )
         t0 = time.perf_counter()
-        result = await self.strategies[name].search(request)
+        result = await self._strategies_for(names)[name].search(request)
         log.debug("search %s took %.1f ms", name, (time.perf_counter() - t0) * 1000)
         return result
 

@@ -44,3 +44,63 @@ def test_kb_import_goes_through_a_running_gateway(gateway, settings, tmp_path):
     topic = httpx.get(f"{gateway.url}/api/kb/topics/opening-hours",
                       headers={"Authorization": "Bearer admin-secret"}).json()
     assert topic["summary"] == "We are open from 9 to 5, Monday to Friday." and topic["facts"] == ["open 9 to 5"]
+
+
+def _tree(root):
+    (root / "manuals" / "old").mkdir(parents=True)
+    (root / "manuals" / "guide.md").write_text("# Guide\n\n## Brakes\n\nSqueeze both brake levers gently.\n")
+    (root / "manuals" / "old" / "notes.txt").write_text("The old shop opened in 1998.\n\nIt had three bikes.\n")
+    (root / "manuals" / "photo.png").write_bytes(b"\x89PNG")
+    return root / "manuals"
+
+
+def _kb_here(settings, monkeypatch, capsys, *args) -> tuple[int, str, str]:
+    """``switchboard kb ...`` in this process (the subprocess tests above cover the entry point)."""
+    from gateway.cli.main import main
+
+    for name, value in {"REDIS_URL": settings.redis_url, "AGENT_ID": settings.agent_id, "EMBEDDINGS": "none",
+                        "DATA_DIR": str(settings.data_dir), "PUBLIC_URL": "http://127.0.0.1:9"}.items():
+        monkeypatch.setenv(f"SWITCHBOARD_{name}", value)
+    monkeypatch.delenv("SWITCHBOARD_QDRANT_URL", raising=False)
+    try:
+        code = main(["kb", *args])
+    except SystemExit as exc:
+        code = 1
+        print(exc, file=sys.stderr)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_kb_ingest_a_directory_then_list_describe_and_forget(settings, tmp_path, monkeypatch, capsys):
+    folder = _tree(tmp_path)
+
+    def kb(*args):
+        return _kb_here(settings, monkeypatch, capsys, *args)
+
+    code, out, err = kb("ingest", str(folder))
+    assert code == 0, err
+    assert "1 file(s): 1 ingested, 0 failed" in out
+    code, out, _ = kb("ingest", str(folder), "--recursive", "--ext", ".md,.txt")
+    assert "2 file(s): 2 ingested, 0 failed" in out and "unchanged guide.md" in out
+    docs = [line.split("\t") for line in kb("documents")[1].splitlines()]
+    assert sorted((d[3], d[1]) for d in docs) == [("guide.md", "ready"), ("old/notes.txt", "ready")]
+    assert kb("search", "brake levers", "--strategy", "bm25")[1].split("\t")[1].startswith("doc:")
+    assert kb("create", "archive", "--description", "old things")[0] == 0
+    assert kb("ingest", str(folder / "old" / "notes.txt"), "--kb", "archive")[0] == 0
+    assert [b.split("\t")[0] for b in kb("bases")[1].splitlines()] == ["main", "archive"]
+    guide = next(d for d in docs if d[3] == "guide.md")
+    assert kb("forget", guide[0])[1].strip() == f"deleted document {guide[0]} (1 topics)"
+    assert "guide.md" not in kb("documents")[1]
+    code, _, err = kb("ingest", str(tmp_path / "nope"))
+    assert code == 1 and "no such file or directory" in err
+
+
+def test_kb_ingest_through_a_running_gateway_reports_failures(gateway, settings, tmp_path):
+    folder = _tree(tmp_path)
+    (folder / "empty.md").write_text("\n\n")
+    done = _kb(settings, "ingest", str(folder), public_url=gateway.url)
+    assert done.returncode == 1
+    assert "2 file(s): 1 ingested, 1 failed" in done.stdout and "FAILED empty.md" in done.stdout
+    listed = httpx.get(f"{gateway.url}/api/kb/documents", headers={"Authorization": "Bearer admin-secret"}).json()
+    assert sorted((d["name"], d["status"]) for d in listed["documents"]) == [("empty.md", "failed"),
+                                                                             ("guide.md", "ready")]

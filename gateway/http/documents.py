@@ -1,0 +1,126 @@
+"""Admin API for documents: upload files (multipart), list, get, delete, re-ingest, preview chunks.
+
+Uploads are streamed to disk by the multipart parser; a request larger than
+SWITCHBOARD_MAX_UPLOAD_MB is refused with 413 while it streams (see ``gateway.http.app``)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, Request, Response
+from starlette.datastructures import UploadFile
+
+from gateway.core.errors import BadRequest, InvalidInput
+from gateway.http.auth import require_admin
+from gateway.http.json_body import AdminRoute
+from gateway.http.knowledge import kb_call
+from gateway.knowledge.documents import check_format
+from gateway.services import Services
+from rag_core.document_ingestion import IngestOutcome
+
+router = APIRouter(prefix="/api/kb/documents", route_class=AdminRoute)
+UPLOAD_PATH = "/api/kb/documents"
+PREVIEW_PATH = "/api/kb/documents/preview"
+MAX_FILES = 100
+
+
+def _chunking(chunking: str | None, chunk_tokens: int | None, overlap_tokens: int | None) -> dict[str, Any] | None:
+    given = {"strategy": chunking, "chunk_tokens": chunk_tokens, "overlap_tokens": overlap_tokens}
+    return {k: v for k, v in given.items() if v is not None} or None
+
+
+async def _files(request: Request) -> list[UploadFile]:
+    if not request.headers.get("content-type", "").startswith("multipart/form-data"):
+        raise BadRequest("upload files as multipart/form-data (one or more parts named \"file\")")
+    form = await request.form(max_files=MAX_FILES)
+    files = [value for _, value in form.multi_items() if isinstance(value, UploadFile)]
+    if not files:
+        raise InvalidInput("file: no file in the upload (send one or more parts named \"file\")")
+    for upload in files:
+        if not upload.filename:
+            raise InvalidInput("file: every file part needs a file name")
+        check_format(upload.filename, upload.content_type)  # all refused before any is ingested
+    return files
+
+
+def _outcome(outcome: IngestOutcome) -> dict[str, Any]:
+    return outcome.model_dump(mode="json")
+
+
+@router.post("")
+async def upload(
+    request: Request, response: Response, kb: str = "main",
+    chunking: Literal["recursive", "paragraph", "sentence", "fixed"] | None = None,
+    chunk_tokens: int | None = None, overlap_tokens: int | None = None, row_template: str | None = None,
+    services: Services = Depends(require_admin),
+) -> dict:
+    """One or more files → documents in ``kb``. 201 when every file is ingested (or unchanged);
+    422 when any failed (each failed document says why; the others are ingested)."""
+    documents = services.knowledge.documents
+    await kb_call(services.knowledge.bases.info(kb))
+    options = _chunking(chunking, chunk_tokens, overlap_tokens)
+    results = []
+    for upload_file in await _files(request):
+        data = await upload_file.read()
+        results.append(await kb_call(documents.ingest(
+            kb, upload_file.filename or "", data, content_type=upload_file.content_type, chunking=options,
+            row_template=row_template,
+        )))
+    failed = [r.document for r in results if r.document.status == "failed"]
+    response.status_code = 422 if failed else 201
+    body: dict[str, Any] = {"documents": [_outcome(r) for r in results]}
+    if failed:
+        body["message"] = "; ".join(f"{d.name}: {d.error}" for d in failed)
+    return body
+
+
+@router.post("/preview")
+async def preview(
+    request: Request, kb: str = "main",
+    chunking: Literal["recursive", "paragraph", "sentence", "fixed"] | None = None,
+    chunk_tokens: int | None = None, overlap_tokens: int | None = None, row_template: str | None = None,
+    services: Services = Depends(require_admin),
+) -> dict:
+    """The chunk topics one file would become; nothing is stored."""
+    files = await _files(request)
+    if len(files) != 1:
+        raise InvalidInput("file: preview takes exactly one file")
+    data = await files[0].read()
+    result = await kb_call(services.knowledge.documents.preview(
+        kb, files[0].filename or "", data, content_type=files[0].content_type,
+        chunking=_chunking(chunking, chunk_tokens, overlap_tokens), row_template=row_template,
+    ))
+    return result.model_dump(mode="json")
+
+
+@router.get("")
+async def list_documents(
+    kb: str = "main", origin: Literal["upload", "path", "website"] | None = None,
+    services: Services = Depends(require_admin),
+) -> dict:
+    records = await kb_call(services.knowledge.documents.list(kb, origin))
+    return {"documents": [r.model_dump(mode="json") for r in records], "total": len(records)}
+
+
+@router.get("/{doc_id}")
+async def get_document(doc_id: str, services: Services = Depends(require_admin)) -> dict:
+    return (await kb_call(services.knowledge.documents.get(doc_id))).model_dump(mode="json")
+
+
+@router.delete("/{doc_id}")
+async def delete_document(doc_id: str, services: Services = Depends(require_admin)) -> dict:
+    return {"deleted_topics": await kb_call(services.knowledge.documents.delete(doc_id))}
+
+
+@router.post("/{doc_id}/reingest")
+async def reingest(
+    doc_id: str, response: Response,
+    chunking: Literal["recursive", "paragraph", "sentence", "fixed"] | None = None,
+    chunk_tokens: int | None = None, overlap_tokens: int | None = None,
+    services: Services = Depends(require_admin),
+) -> dict:
+    outcome = await kb_call(services.knowledge.documents.reingest(
+        doc_id, chunking=_chunking(chunking, chunk_tokens, overlap_tokens)
+    ))
+    response.status_code = 422 if outcome.document.status == "failed" else 200
+    return _outcome(outcome)
