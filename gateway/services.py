@@ -20,9 +20,10 @@ from gateway.conversation.sessions import Sessions
 from gateway.conversation.store import RedisStore
 from gateway.conversation.turn_lock import TurnLock
 from gateway.core.clock import Clock
-from gateway.core.events import ConversationStarted, EventBus
+from gateway.core.events import AttributeChanged, ConversationStarted, EventBus
 from gateway.core.metrics import Metrics
-from gateway.core.outbound import Resolver, system_resolver
+from gateway.core.outbound import OutboundPolicy, Resolver, system_resolver
+from gateway.core.outbound_client import FetchLimits, GuardedClient
 from gateway.core.settings import Settings
 from gateway.inbox.consumer import InboxConsumer
 from gateway.inbox.handler import InboxHandler
@@ -32,9 +33,14 @@ from gateway.jobs.embedded import EmbeddedRedis
 from gateway.jobs.mutex import RedisMutex
 from gateway.jobs.registry import JobHandler
 from gateway.jobs.worker import QUEUES, InProcessWorker
+from gateway.knowledge.appends import APPEND_TEXT_JOB, CRAWL_JOB, KNOWLEDGE_ATTRIBUTES, KnowledgeAppends, PageShaper
+from gateway.knowledge.crawler import Crawler, CrawlLimits
 from gateway.knowledge.demo import load_demo_knowledge
+from gateway.knowledge.ingest_jobs import IngestJobs
 from gateway.knowledge.rag_preparation import PREPARE_RAG_JOB, PrepareRagContext
 from gateway.knowledge.search import Knowledge
+from gateway.knowledge.topic_writer import TopicWriter
+from gateway.knowledge.websites import WebsiteIngestion
 from gateway.live.catalogue import CUSTOMER_ATTRIBUTES, PERSONA_ATTRIBUTES
 from gateway.live.context import FETCH_DATA_JOB, LiveContext
 from gateway.live.conversation_meta import EXTRACT_META_JOB
@@ -52,6 +58,7 @@ log = logging.getLogger(__name__)
 Hook = Callable[[], Awaitable[None]]
 REDIS_WARM_CONNECTIONS = 32
 IDLE_SWEEP_TIMER = "end_idle"
+WEBSITE_REFRESH_TIMER = "website_refresh"
 
 
 @dataclass(frozen=True)
@@ -109,6 +116,8 @@ class Services:
     consumer: InboxConsumer | None = None  # started when this process consumes the inbox
     inbox_handlers: dict[str, InboxHandler] = field(default_factory=dict)  # channel name -> its handler
     live: LiveContext | None = None  # prompt templates, sections, feeds, data injection, calendar, timers
+    ingest_jobs: IngestJobs | None = None  # progress of uploads, crawls and appends
+    appends: KnowledgeAppends | None = None  # appended text and websites, crawls
     on_start: list[Hook] = field(default_factory=list)
     on_stop: list[Hook] = field(default_factory=list)
 
@@ -143,7 +152,8 @@ class Services:
         sessions = Sessions(store, persona_attributes, events, settings.inactivity_timeout_s)
         lock = TurnLock(redis, store.prefix, lease_s=settings.turn_lock_lease_s)
         llm = LLMClient(settings) if settings.llm_configured else None
-        customer_attributes = CustomerAttributes(store, CUSTOMER_ATTRIBUTES, events)
+        knowledge_specs = {spec.name: spec for spec in KNOWLEDGE_ATTRIBUTES}
+        customer_attributes = CustomerAttributes(store, {**CUSTOMER_ATTRIBUTES, **knowledge_specs}, events)
         queues = {q: Queue(settings.queue_name(q), connection=sync) for q in QUEUES}
         mutex = RedisMutex(redis, store.prefix)
         knowledge = Knowledge(settings, llm, document_lock=lambda doc_id: mutex.hold(f"document:{doc_id}"))
@@ -187,6 +197,10 @@ class Services:
             rag=rag,
         )
         services.readiness["qdrant"] = lambda: knowledge.kb.ping()
+        services.ingest_jobs = IngestJobs(store)
+        services.appends = _appends(settings, knowledge, customer_attributes, services.ingest_jobs, llm, queues, mutex,
+                                    resolver, services.on_stop)
+        events.subscribe(AttributeChanged, services.appends.on_attribute_changed)
         if settings.demo:
             services.on_start.append(lambda: load_demo_knowledge(knowledge))
         services.turns = TurnRunner(pipeline, store, metrics, drain_timeout_s=settings.turn_drain_timeout_s)
@@ -198,6 +212,7 @@ class Services:
             )
         services.live = live
         live.timers.add(_idle_sweep_timer(sessions, settings.session_sweep_s))
+        live.timers.add(periodic_timer(WEBSITE_REFRESH_TIMER, "webrefresh", 300, services.appends.refresh_if_due))
         live.subscribe(events)
         services.on_start.append(live.start)
         if run_worker if run_worker is not None else embedded is not None:
@@ -208,12 +223,14 @@ class Services:
 
     def job_handlers(self) -> dict[str, JobHandler]:
         """What each background job name runs in this process."""
-        assert self.live is not None and self.rag is not None  # both built in ``build``
+        assert self.live is not None and self.rag is not None and self.appends is not None  # built in ``build``
         return {
             TIMER_TICK_JOB: self.live.timers.tick,
             FETCH_DATA_JOB: self.live.data_injection.fetch,
             EXTRACT_META_JOB: self.live.conversation_meta.extract,
             PREPARE_RAG_JOB: self.rag.prepare_job,
+            APPEND_TEXT_JOB: self.appends.append_text,
+            CRAWL_JOB: self.appends.crawl_sites,
         }
 
     def register_jobs(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -272,6 +289,31 @@ class Services:
         self.redis_sync.close()
         if self.embedded_redis is not None:
             self.embedded_redis.stop()
+
+
+def _appends(
+    settings: Settings, knowledge: Knowledge, attributes: CustomerAttributes, jobs: IngestJobs, llm: LLMClient | None,
+    queues: dict[str, Queue], mutex: RedisMutex, resolver: Resolver, on_stop: list[Hook],
+) -> KnowledgeAppends:
+    """Appended text and websites: one guarded outbound client for every crawl of this process."""
+    policy = OutboundPolicy.parse(settings.outbound_allow_hosts, resolver)
+    client = GuardedClient(policy, FetchLimits(
+        timeout_s=settings.outbound_timeout_s, max_bytes=int(settings.crawl_max_page_mb * 1024 * 1024),
+        retries=settings.outbound_retries,
+    ))
+    on_stop.append(client.aclose)
+    writer = TopicWriter(llm)
+    limits = CrawlLimits(
+        max_depth=settings.crawl_max_depth, max_pages=settings.crawl_max_pages, per_host_delay_s=settings.crawl_delay_s
+    )
+    websites = WebsiteIngestion(
+        knowledge, lambda crawl_limits: Crawler(client, crawl_limits), limits,
+        shaper=lambda instructions: PageShaper(writer, knowledge, mutex, instructions) if llm else None,
+    )
+    return KnowledgeAppends(
+        settings.agent_id, knowledge, attributes, jobs, writer, websites, queues["jobs"], mutex,
+        settings.max_topic_chars,
+    )
 
 
 def _idle_sweep_timer(sessions: Sessions, period_s: int) -> Timer:

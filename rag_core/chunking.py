@@ -8,7 +8,6 @@ between rows with its header repeated. Records (a CSV row, a JSON object) are on
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
@@ -16,13 +15,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rag_core.extract.model import Block, ExtractedDocument
-from rag_core.tokenizer import STOP_WORDS
 from rag_core.tokens import estimate_tokens
 
 ChunkStrategy = Literal["recursive", "paragraph", "sentence", "fixed"]
-KEYWORDS = 5
 _SENTENCE_END = re.compile(r"(?<=[.!?:;])\s+(?=[\"'(\[A-Z0-9])")
-_WORD = re.compile(r"[A-Za-z][A-Za-z'-]{3,}")
 _TINY_TOKENS = 20
 
 
@@ -47,7 +43,6 @@ class Chunk:
     index: int
     text: str
     heading_path: tuple[str, ...]
-    keywords: tuple[str, ...]
     title: str | None = None
 
 
@@ -207,15 +202,6 @@ def _section_pieces(section: _Section, options: ChunkingOptions) -> list[str]:
     return _with_overlap(_pack(units, limit), options.overlap_tokens)
 
 
-def keywords(text: str, count: int = KEYWORDS) -> tuple[str, ...]:
-    """The most frequent words that are not stop words (ties: first seen), for a chunk's facts."""
-    words = [w.lower().strip("'-") for w in _WORD.findall(text)]
-    counts = Counter(w for w in words if w not in STOP_WORDS)
-    first = {w: i for i, w in reversed(list(enumerate(words)))}
-    ranked = sorted(counts, key=lambda w: (-counts[w], first[w]))
-    return tuple(w for w in ranked if counts[w] > 1)[:count]
-
-
 def chunk_document(doc: ExtractedDocument, options: ChunkingOptions | None = None) -> list[Chunk]:
     options = options or ChunkingOptions()
     chunks: list[Chunk] = []
@@ -223,8 +209,8 @@ def chunk_document(doc: ExtractedDocument, options: ChunkingOptions | None = Non
         plain = [b for b in section.blocks if b.kind != "record"]
         if plain:
             for text in _section_pieces(_Section(section.path, plain), options):
-                chunks.append(Chunk(len(chunks), text, section.path, keywords(text)))
+                chunks.append(Chunk(len(chunks), text, section.path))
         for record in (b for b in section.blocks if b.kind == "record"):
             for text in _split_lines(record.text, options.chunk_tokens):
-                chunks.append(Chunk(len(chunks), text, section.path, (), title=record.title))
+                chunks.append(Chunk(len(chunks), text, section.path, title=record.title))
     return chunks

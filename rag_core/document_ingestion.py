@@ -78,14 +78,14 @@ class ChunkPreview(BaseModel):
 def chunk_topics(
     doc_id: str, document: ExtractedDocument, chunks: Sequence[Chunk], labels: Sequence[str] = ()
 ) -> list[Topic]:
-    """One topic per chunk: title = document title + heading path, facts = headings and keywords,
+    """One topic per chunk: title = document title + heading path, facts = the heading path,
     the chunk text as summary, linked to its neighbours."""
     topics = []
     for position, chunk in enumerate(chunks):
         number = position + 1
         trail = [document.title, *chunk.heading_path, *([chunk.title] if chunk.title else [])]
         title = " › ".join(part for part in trail if part)[:MAX_TITLE_CHARS] or document.title or "untitled"
-        facts = [*chunk.heading_path, *([", ".join(chunk.keywords)] if chunk.keywords else [])]
+        facts = list(chunk.heading_path)
         topics.append(Topic(
             source=chunk_source(doc_id, number),
             title=title,

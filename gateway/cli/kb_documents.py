@@ -17,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from gateway.core.settings import Settings
 
-COMMANDS = ("bases", "create", "describe", "drop", "ingest", "documents", "forget", "reingest")
+COMMANDS = ("bases", "create", "describe", "drop", "ingest", "documents", "forget", "reingest", "crawl")
 
 
 def _chunking_args(parser: argparse.ArgumentParser) -> None:
@@ -53,6 +53,11 @@ def register(kb_sub: argparse._SubParsersAction) -> None:
     documents.add_argument("--json", action="store_true")
     forget = kb_sub.add_parser("forget", help="delete a document and its chunk topics")
     forget.add_argument("document_id")
+    crawl = kb_sub.add_parser("crawl", help="crawl a website into a knowledge base (same host, robots.txt honoured)")
+    crawl.add_argument("url")
+    crawl.add_argument("--kb", default="main")
+    crawl.add_argument("--depth", type=int, default=None, help="link hops from URL (SWITCHBOARD_CRAWL_MAX_DEPTH)")
+    crawl.add_argument("--max-pages", type=int, default=None, help="pages to keep (SWITCHBOARD_CRAWL_MAX_PAGES)")
     reingest = kb_sub.add_parser("reingest", help="ingest a document again from its kept original")
     reingest.add_argument("document_id")
     _chunking_args(reingest)
@@ -111,6 +116,10 @@ def _ingest(args: argparse.Namespace, call: Callable[..., Any]) -> int:
 
 
 def run(args: argparse.Namespace, settings: Settings, remote: Any | None) -> int:
+    if args.kb_command == "crawl":
+        from gateway.cli.kb_crawl import crawl
+
+        return crawl(args, settings, remote)
     if remote:
         return _run(args, _remote_call(remote))
     call, close = _local_call(settings)

@@ -152,6 +152,13 @@ class Settings(BaseSettings):
     chunking: Literal["recursive", "paragraph", "sentence", "fixed"] = "recursive"  # a new knowledge base's default
     chunk_tokens: int = Field(default=256, ge=32, le=2048)
     chunk_overlap_tokens: int = Field(default=32, ge=0, le=512)
+    # Website crawls (every request through the outbound guard: SWITCHBOARD_OUTBOUND_ALLOW_HOSTS)
+    crawl_max_depth: int = Field(default=2, ge=0, le=10)  # link hops from the start URL
+    crawl_max_pages: int = Field(default=50, ge=1, le=10_000)  # pages one crawl of a site keeps
+    crawl_delay_s: float = Field(default=1.0, ge=0)  # between two requests to the site (its Crawl-delay if longer)
+    crawl_max_page_mb: float = Field(default=5.0, gt=0)  # a larger page is reported and skipped
+    outbound_timeout_s: float = Field(default=15.0, gt=0)  # one try of one outbound request
+    outbound_retries: int = Field(default=2, ge=0, le=10)  # more tries after a timeout, 429 or 5xx, with backoff
 
     @property
     def llm_configured(self) -> bool:

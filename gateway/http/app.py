@@ -16,6 +16,7 @@ from gateway.http.documents import PREVIEW_PATH, UPLOAD_PATH
 from gateway.http.documents import router as documents_router
 from gateway.http.errors import install_error_handlers
 from gateway.http.health import router as health_router
+from gateway.http.kb_jobs import router as kb_jobs_router
 from gateway.http.knowledge import IMPORT_PATH
 from gateway.http.knowledge import router as knowledge_router
 from gateway.http.knowledge_bases import router as knowledge_bases_router
@@ -63,6 +64,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     app.include_router(knowledge_router)
     app.include_router(knowledge_bases_router)
     app.include_router(documents_router)
+    app.include_router(kb_jobs_router)
     include_live_routes(app)
     install_plugins(app, services)
     return app

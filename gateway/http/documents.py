@@ -59,16 +59,36 @@ async def upload(
     documents = services.knowledge.documents
     await kb_call(services.knowledge.bases.info(kb))
     options = _chunking(chunking, chunk_tokens, overlap_tokens)
+    files = await _files(request)
+    jobs = services.ingest_jobs
+    assert jobs is not None
+    job = await jobs.create("documents", kb, total=len(files))  # the console shows files done of total
+    await jobs.update(job.id, status="running")
     results = []
-    for upload_file in await _files(request):
-        data = await upload_file.read()
-        results.append(await kb_call(documents.ingest(
-            kb, upload_file.filename or "", data, content_type=upload_file.content_type, chunking=options,
-            row_template=row_template,
-        )))
+    try:
+        for upload_file in files:
+            data = await upload_file.read()
+            outcome = await kb_call(documents.ingest(
+                kb, upload_file.filename or "", data, content_type=upload_file.content_type, chunking=options,
+                row_template=row_template,
+            ))
+            results.append(outcome)
+            failed_one = outcome.document.status == "failed"
+            if failed_one:
+                await jobs.problem(job.id, f"{outcome.document.name}: {outcome.document.error}")
+            await jobs.advance(job.id, done=1, errors=int(failed_one))
+    except Exception as exc:
+        await jobs.finish(job.id, "failed", f"stopped after {len(results)} of {len(files)} file(s): {exc}")
+        raise
     failed = [r.document for r in results if r.document.status == "failed"]
+    await jobs.finish(
+        job.id, "failed" if failed and len(failed) == len(results) else "done",
+        f"{len(results) - len(failed)} of {len(results)} file(s) ingested",
+        topics_created=sum(r.created for r in results), topics_updated=sum(r.updated for r in results),
+        topics_deleted=sum(r.deleted for r in results),
+    )
     response.status_code = 422 if failed else 201
-    body: dict[str, Any] = {"documents": [_outcome(r) for r in results]}
+    body: dict[str, Any] = {"job": job.id, "documents": [_outcome(r) for r in results]}
     if failed:
         body["message"] = "; ".join(f"{d.name}: {d.error}" for d in failed)
     return body

@@ -19,9 +19,9 @@ logging.getLogger("trafilatura").setLevel(logging.ERROR)
 def extract_html(data: bytes, stem: str) -> ExtractedDocument:
     warnings: list[str] = []
     html = decode(data, warnings)
-    markdown = trafilatura.extract(
-        html, output_format="markdown", include_tables=True, include_comments=False, include_links=False,
-    )
+    options = {"output_format": "markdown", "include_tables": True, "include_comments": False, "include_links": False}
+    # Precision first: on a short page the default falls back to a baseline that keeps the navigation.
+    markdown = trafilatura.extract(html, favor_precision=True, **options) or trafilatura.extract(html, **options)
     if not markdown or not markdown.strip():
         raise ExtractionFailed("the page has no readable main text")
     metadata = trafilatura.extract_metadata(html)

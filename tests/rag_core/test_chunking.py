@@ -32,7 +32,6 @@ def test_recursive_chunks_fit_the_budget_and_follow_the_headings():
     assert [c.index for c in chunks] == list(range(len(chunks)))
     assert {c.heading_path for c in chunks} == {("Renting",), ("Repairs",), ("Returns",)}
     assert sum(c.heading_path == ("Repairs",) for c in chunks) == 1
-    assert chunks[0].keywords == ("every", "rental", "includes", "lock", "basket")  # most frequent, first seen
 
 
 def test_editing_one_section_changes_only_that_sections_chunks():

@@ -104,3 +104,25 @@ def test_kb_ingest_through_a_running_gateway_reports_failures(gateway, settings,
     listed = httpx.get(f"{gateway.url}/api/kb/documents", headers={"Authorization": "Bearer admin-secret"}).json()
     assert sorted((d["name"], d["status"]) for d in listed["documents"]) == [("empty.md", "failed"),
                                                                              ("guide.md", "ready")]
+
+
+def test_kb_crawl_here_fetches_the_site_into_documents(settings, tmp_path, monkeypatch, capsys):
+    from tests.fakes.live_server import LiveServer
+    from tests.fakes.website import Website
+
+    site = Website()
+    site.add("/", "<html><head><title>Shop</title></head><body><main><article><h1>Shop</h1><p>We sell and rent "
+                  "bicycles by the harbour every day.</p><a href='/hours'>hours</a></article></main></body></html>")
+    site.add("/hours", "Open every day from nine to six.", content_type="text/plain")
+    monkeypatch.setenv("SWITCHBOARD_OUTBOUND_ALLOW_HOSTS", "127.0.0.1")
+    monkeypatch.setenv("SWITCHBOARD_CRAWL_DELAY_S", "0")
+    with LiveServer(site.app()) as server:
+        code, out, err = _kb_here(settings, monkeypatch, capsys, "crawl", f"{server.url}/", "--max-pages", "5")
+    assert code == 0, err
+    assert "crawl done: 2 page(s), 2 changed" in out
+    assert sorted(site.paths()) == ["/", "/hours", "/robots.txt", "/sitemap.xml"]
+    docs = _kb_here(settings, monkeypatch, capsys, "documents")[1]
+    assert f"{server.url}/hours" in docs and docs.count("\tready\t") == 2
+    monkeypatch.setenv("SWITCHBOARD_OUTBOUND_ALLOW_HOSTS", "")
+    code, out, _ = _kb_here(settings, monkeypatch, capsys, "crawl", f"{server.url}/")
+    assert code == 1 and "loopback" in out
