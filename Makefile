@@ -38,6 +38,7 @@ test: $(DEVSTAMP) services
 
 bench: $(DEVSTAMP) services
 	$(BIN)/python bench/retrieval.py
+	$(BIN)/python bench/ingest.py
 	$(BIN)/python bench/turn_overhead.py
 	$(BIN)/python bench/webhook_ack.py --turn-workers 1
 

@@ -14,6 +14,7 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from rq import Queue
 
+from gateway.catalogue import CUSTOMER_ATTRIBUTES, PERSONA_ATTRIBUTES
 from gateway.conversation.attributes import CustomerAttributes, PersonaAttributes
 from gateway.conversation.memory import Memory
 from gateway.conversation.sessions import Sessions
@@ -33,7 +34,7 @@ from gateway.jobs.embedded import EmbeddedRedis
 from gateway.jobs.mutex import RedisMutex
 from gateway.jobs.registry import JobHandler
 from gateway.jobs.worker import QUEUES, InProcessWorker
-from gateway.knowledge.appends import APPEND_TEXT_JOB, CRAWL_JOB, KNOWLEDGE_ATTRIBUTES, KnowledgeAppends, PageShaper
+from gateway.knowledge.appends import APPEND_TEXT_JOB, CRAWL_JOB, KnowledgeAppends, PageShaper
 from gateway.knowledge.crawler import Crawler, CrawlLimits
 from gateway.knowledge.demo import load_demo_knowledge
 from gateway.knowledge.ingest_jobs import IngestJobs
@@ -41,7 +42,6 @@ from gateway.knowledge.rag_preparation import PREPARE_RAG_JOB, PrepareRagContext
 from gateway.knowledge.search import Knowledge
 from gateway.knowledge.topic_writer import TopicWriter
 from gateway.knowledge.websites import WebsiteIngestion
-from gateway.live.catalogue import CUSTOMER_ATTRIBUTES, PERSONA_ATTRIBUTES
 from gateway.live.context import FETCH_DATA_JOB, LiveContext
 from gateway.live.conversation_meta import EXTRACT_META_JOB
 from gateway.live.prompt import PromptBuilder
@@ -152,8 +152,7 @@ class Services:
         sessions = Sessions(store, persona_attributes, events, settings.inactivity_timeout_s)
         lock = TurnLock(redis, store.prefix, lease_s=settings.turn_lock_lease_s)
         llm = LLMClient(settings) if settings.llm_configured else None
-        knowledge_specs = {spec.name: spec for spec in KNOWLEDGE_ATTRIBUTES}
-        customer_attributes = CustomerAttributes(store, {**CUSTOMER_ATTRIBUTES, **knowledge_specs}, events)
+        customer_attributes = CustomerAttributes(store, CUSTOMER_ATTRIBUTES, events)
         queues = {q: Queue(settings.queue_name(q), connection=sync) for q in QUEUES}
         mutex = RedisMutex(redis, store.prefix)
         knowledge = Knowledge(settings, llm, document_lock=lambda doc_id: mutex.hold(f"document:{doc_id}"))

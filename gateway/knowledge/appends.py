@@ -90,7 +90,6 @@ APPEND_WEBSITES_REFRESH = AttributeSpec(
     "project_attributes_rag_knowledge_base_append_websites_refresh_period", int, 0,
     "Hours between re-crawls of the sites (0: never)", check=_period,
 )
-KNOWLEDGE_ATTRIBUTES = (APPEND_TEXT, APPEND_TEXT_RESET, APPEND_WEBSITES, APPEND_WEBSITES_RESET, APPEND_WEBSITES_REFRESH)
 
 
 class KnowledgeAppends:

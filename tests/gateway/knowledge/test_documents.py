@@ -194,3 +194,20 @@ def test_a_knowledge_base_chunking_default_applies_and_reingest_uses_a_new_one(g
     redone = httpx.post(f"{gateway.url}/api/kb/documents/{doc['id']}/reingest", params={"chunk_tokens": 512},
                         headers=ADMIN).json()
     assert redone["document"]["chunk_count"] <= doc["chunk_count"] and not redone["unchanged"]
+
+
+def test_a_scanned_pdf_is_recorded_as_failed_with_the_reason_and_adds_nothing(gateway):
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    for _ in range(2):
+        pdf.add_page()
+        pdf.rect(20, 20, 120, 80, style="F")  # an image of a page, no text layer
+    resp = _upload(gateway, "scan.pdf", bytes(pdf.output()))
+    assert resp.status_code == 422
+    doc = resp.json()["documents"][0]["document"]
+    assert doc["status"] == "failed" and "no text layer (2 page(s)" in doc["error"]
+    assert "scan.pdf" in resp.json()["message"]
+    assert _topics(gateway) == []
+    job = httpx.get(f"{gateway.url}/api/kb/jobs/{resp.json()['job']}", headers=ADMIN).json()
+    assert (job["status"], job["done"], job["errors"]) == ("failed", 1, 1) and "no text layer" in job["problems"][0]

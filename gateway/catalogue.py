@@ -4,6 +4,13 @@ stores accept. Declaring a spec has no side effect; it counts once it is listed 
 from __future__ import annotations
 
 from gateway.conversation.attributes import CONVERSATION_META, CUSTOM_PROMPT_SECTION, RAG, AttributeSpec
+from gateway.knowledge.appends import (
+    APPEND_TEXT,
+    APPEND_TEXT_RESET,
+    APPEND_WEBSITES,
+    APPEND_WEBSITES_REFRESH,
+    APPEND_WEBSITES_RESET,
+)
 from gateway.live.calendar import BUSINESS_HOURS, CALENDAR, CLOSED_DATES, TIMEZONE
 from gateway.live.data_injection import (
     ENABLED,
@@ -30,4 +37,5 @@ CUSTOMER_ATTRIBUTES = _by_name(
     AGENT_NAME, BUSINESS_NAME, BUSINESS_INSTRUCTIONS,
     TIMEZONE, BUSINESS_HOURS, CLOSED_DATES, CALENDAR,
     ENABLED, PERIOD, NEEDS_SUMMARY, URL, PAYLOAD, RETRIEVED, FETCHED_AT, STATUS,
+    APPEND_TEXT, APPEND_TEXT_RESET, APPEND_WEBSITES, APPEND_WEBSITES_RESET, APPEND_WEBSITES_REFRESH,
 )

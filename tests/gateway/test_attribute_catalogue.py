@@ -6,8 +6,8 @@ import importlib
 import pkgutil
 
 import gateway
+from gateway.catalogue import CUSTOMER_ATTRIBUTES, PERSONA_ATTRIBUTES
 from gateway.conversation.attributes import AttributeSpec
-from gateway.live.catalogue import CUSTOMER_ATTRIBUTES, PERSONA_ATTRIBUTES
 
 
 def _declared() -> dict[str, AttributeSpec]:
