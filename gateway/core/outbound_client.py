@@ -7,8 +7,10 @@ exponential backoff (429 honours ``Retry-After`` up to a cap), other 4xx are not
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 from urllib.parse import urljoin
 
 import httpx
@@ -82,7 +84,14 @@ class GuardedClient:
         self.limits = limits or FetchLimits()
         self.user_agent = user_agent
         self._sleep = sleep
-        self._http = httpx.AsyncClient(follow_redirects=False, timeout=self.limits.timeout_s, trust_env=False)
+        # A pinned request's URL holds the checked IP address, so a kept-alive connection could carry a
+        # request for another name on that IP without its certificate being checked: no keep-alive.
+        # No cookies either: one site's cookies must never ride along to another.
+        self._http = httpx.AsyncClient(
+            follow_redirects=False, timeout=self.limits.timeout_s, trust_env=False,
+            limits=httpx.Limits(max_keepalive_connections=0),
+            cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),
+        )
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -101,6 +110,11 @@ class GuardedClient:
                     return await self._follow(url, accept)
             except TimeoutError:
                 last = _Retryable(f"timed out after {self.limits.timeout_s:g} s")
+            except httpx.ConnectError as exc:
+                if isinstance(exc.__cause__ or exc.__context__, ssl.SSLCertVerificationError):
+                    # asking again would meet the same certificate
+                    raise FetchFailed(url, f"the TLS certificate was refused: {exc}") from None
+                last = _Retryable(f"connection failed: {exc.__class__.__name__}")
             except httpx.TransportError as exc:
                 last = _Retryable(f"connection failed: {exc.__class__.__name__}")
             except _Retryable as exc:

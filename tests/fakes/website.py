@@ -18,12 +18,14 @@ class Page:
     content_type: str = "text/html; charset=utf-8"
     statuses: list[int] = field(default_factory=lambda: [200])  # one per request; the last one repeats
     location: str | None = None
+    set_cookie: str | None = None
 
 
 @dataclass
 class Website:
     pages: dict[str, Page] = field(default_factory=dict)
     requests: list[tuple[str, str]] = field(default_factory=list)  # (host header, path)
+    cookies: list[str] = field(default_factory=list)  # the Cookie header of every request that had one
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, path: str, body: bytes | str = b"", **kwargs) -> None:
@@ -37,11 +39,15 @@ class Website:
             path = request.url.path
             with self._lock:
                 self.requests.append((request.headers.get("host", ""), path))
+                if "cookie" in request.headers:
+                    self.cookies.append(request.headers["cookie"])
                 page = self.pages.get(path)
                 if page is None:
                     return Response("not found", status_code=404, media_type="text/plain")
                 status = page.statuses.pop(0) if len(page.statuses) > 1 else page.statuses[0]
             headers = {"location": page.location} if page.location else {}
+            if page.set_cookie:
+                headers["set-cookie"] = page.set_cookie
             body = page.body.encode() if isinstance(page.body, str) else page.body
             return Response(body, status_code=status, headers=headers, media_type=page.content_type)
 

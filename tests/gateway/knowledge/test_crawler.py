@@ -64,7 +64,7 @@ async def test_a_crawl_fetches_exactly_the_pages_it_may(site):
     site.add("/", _page("/about", "/private/secret", "/old", "http://other.example/page",
                         f"http://internal.test:{port}/admin", "/logo.png", "/flaky", "/down", "/huge", "/deep1",
                         "/jump", "mailto:shop@example.com", "#top", "/about#team"))
-    site.add("/about", _page(text="We rent bikes by the harbour."))
+    site.add("/about", _page(text="We rent bikes by the harbour."), set_cookie="session=abc; Path=/")
     site.add("/hidden", "Only the sitemap knows this page.", content_type="text/plain")
     site.add("/private/secret", _page(text="secret"))
     site.add("/old", statuses=[301], location="/moved")
@@ -98,6 +98,7 @@ async def test_a_crawl_fetches_exactly_the_pages_it_may(site):
         "/flaky", "/flaky", "/down", "/down", "/down", "/huge", "/deep1", "/deep2", "/jump",
     ])
     assert {host for host, _ in site.requests} == {f"site.test:{port}"}  # sent to the checked address by name
+    assert site.cookies == []  # a cookie the site set is never sent back (nor to any other site)
     assert sleeps == [0.5, 0.5, 1.0]  # the retries' backoff: /flaky once, /down twice
 
 
