@@ -11,13 +11,13 @@ import time
 from collections.abc import Sequence
 
 from qdrant_client import QdrantClient
-from rag_core.chunking import ChunkingOptions
 
 from gateway.core.errors import InvalidInput
 from gateway.core.settings import Settings
 from gateway.knowledge.bases import KnowledgeBases
 from gateway.knowledge.documents import Documents
 from gateway.knowledge.originals import Originals
+from rag_core.chunking import ChunkingOptions
 from rag_core.document_ingestion import DocumentIngestor, LockFactory
 from rag_core.encoders import DenseEncoder, build_dense_encoder
 from rag_core.generation import StructuredGenerator
