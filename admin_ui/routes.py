@@ -1,11 +1,40 @@
-"""Admin UI routes, installed through the ``switchboard.plugins`` entry point."""
+"""The operator console at ``/admin``, installed through the ``switchboard.plugins`` entry point.
+Server-rendered pages over the same services the JSON API uses."""
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+from pathlib import Path
 
+from fastapi import FastAPI, Request
+from fastapi.responses import RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+
+from admin_ui import operators, overview, signin
+from admin_ui.render import page
+from admin_ui.security import PREFIX, BadCsrf, NotAllowed, SecurityHeaders, SignInRequired, sign_in_url
 from gateway.channel import ChannelContext
 
 
+async def _sign_in(request: Request, exc: SignInRequired) -> Response:
+    return RedirectResponse(sign_in_url(exc.next_path), status_code=303)
+
+
+async def _not_allowed(request: Request, exc: NotAllowed) -> Response:
+    return page(request, "message.html", None, 403, heading="Not allowed",
+                message="Your role does not allow this. Ask an admin.", back=PREFIX)
+
+
+async def _bad_csrf(request: Request, exc: BadCsrf) -> Response:
+    return page(request, "message.html", None, 403, heading="Form expired",
+                message="This form was not sent from the console (or your session changed). Reload and try again.",
+                back=PREFIX)
+
+
 def install(app: FastAPI, context: ChannelContext) -> None:
-    """Mount the operator UI (filled in by the admin UI work)."""
+    app.add_middleware(SecurityHeaders)
+    app.add_exception_handler(SignInRequired, _sign_in)
+    app.add_exception_handler(NotAllowed, _not_allowed)
+    app.add_exception_handler(BadCsrf, _bad_csrf)
+    app.mount(f"{PREFIX}/static", StaticFiles(directory=Path(__file__).parent / "static"), name="console-static")
+    for module in (signin, overview, operators):
+        app.include_router(module.router)

@@ -15,12 +15,16 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from rq import Queue
 
 from gateway.catalogue import CUSTOMER_ATTRIBUTES, PERSONA_ATTRIBUTES
+from gateway.conversation.attempt_limit import AttemptLimit
 from gateway.conversation.attributes import CustomerAttributes, PersonaAttributes
+from gateway.conversation.console_sessions import ConsoleSessions
 from gateway.conversation.memory import Memory
+from gateway.conversation.operators import Operators
 from gateway.conversation.sessions import Sessions
 from gateway.conversation.store import RedisStore
 from gateway.conversation.turn_lock import TurnLock
 from gateway.core.clock import Clock
+from gateway.core.errors import GatewayError
 from gateway.core.events import AttributeChanged, ConversationStarted, EventBus
 from gateway.core.metrics import Metrics
 from gateway.core.outbound import OutboundPolicy, Resolver, system_resolver
@@ -118,6 +122,9 @@ class Services:
     live: LiveContext | None = None  # prompt templates, sections, feeds, data injection, calendar, timers
     ingest_jobs: IngestJobs | None = None  # progress of uploads, crawls and appends
     appends: KnowledgeAppends | None = None  # appended text and websites, crawls
+    operators: Operators | None = None  # console accounts
+    console_sessions: ConsoleSessions | None = None
+    signin_limits: tuple[AttemptLimit, AttemptLimit] | None = None  # failed sign-ins per account, per address
     on_start: list[Hook] = field(default_factory=list)
     on_stop: list[Hook] = field(default_factory=list)
 
@@ -197,6 +204,16 @@ class Services:
         )
         services.readiness["qdrant"] = lambda: knowledge.kb.ping()
         services.ingest_jobs = IngestJobs(store)
+        services.operators = Operators(store)
+        services.console_sessions = ConsoleSessions(
+            store, idle_s=settings.console_idle_s, absolute_s=settings.console_max_age_s
+        )
+        window = settings.signin_window_s
+        services.signin_limits = (
+            AttemptLimit(store, "signin-account", limit=settings.signin_failures_per_account, window_s=window),
+            AttemptLimit(store, "signin-address", limit=settings.signin_failures_per_address, window_s=window),
+        )
+        services.on_start.append(services._first_admin)
         services.appends = _appends(settings, knowledge, customer_attributes, services.ingest_jobs, llm, queues, mutex,
                                     resolver, services.on_stop)
         events.subscribe(AttributeChanged, services.appends.on_attribute_changed)
@@ -238,6 +255,20 @@ class Services:
 
     def unregister_jobs(self) -> None:
         jobs.unregister(self.settings.agent_id)
+
+    async def _first_admin(self) -> None:
+        """``SWITCHBOARD_ADMIN_PASSWORD`` makes the first console admin when there is no account yet."""
+        password = self.settings.admin_password
+        if password is None or self.operators is None:
+            return
+        try:
+            if await self.operators.count() == 0:
+                await self.operators.create(self.settings.admin_user, password.get_secret_value(), "admin")
+                log.info("console: created the first admin %r", self.settings.admin_user)
+        except GatewayError as exc:  # a too-short password must not stop the gateway; say so
+            log.error("console: could not create the first admin %r: %s", self.settings.admin_user, exc)
+        except Exception as exc:  # Redis down at start: /readyz says so; the console waits for it
+            log.warning("console: could not check for a first admin: %s", exc)
 
     def channel_context(self) -> ChannelContext:
         assert self.turns is not None and self.inbox is not None  # both built in ``build``

@@ -77,7 +77,13 @@ class Settings(BaseSettings):
 
     # Admin and operators.
     admin_token: SecretStr | None = None
-    admin_password: SecretStr | None = None
+    admin_password: SecretStr | None = None  # with admin_user: the console's first admin, made on start if none exists
+    admin_user: str = "admin"
+    console_idle_s: int = Field(default=1800, ge=60)  # a console session ends after this long without a request
+    console_max_age_s: int = Field(default=12 * 3600, ge=300)  # ... and this long after sign-in, whatever happens
+    signin_failures_per_account: int = Field(default=5, ge=1)  # failed sign-ins per username per window
+    signin_failures_per_address: int = Field(default=20, ge=1)  # failed sign-ins per client address per window
+    signin_window_s: int = Field(default=900, ge=60)
 
     # Channels.
     telegram_bot_token: SecretStr | None = None

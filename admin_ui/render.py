@@ -1,0 +1,39 @@
+"""Page rendering: one Jinja2 environment (autoescaped) for the console's templates, and the
+context every page gets (who is signed in, the CSRF token, the navigation)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse
+from fastapi.templating import Jinja2Templates
+
+from admin_ui.security import Signed
+
+TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
+NAV = (
+    ("Overview", "/admin"),
+    ("Conversations", "/admin/conversations"),
+    ("Knowledge", "/admin/knowledge"),
+    ("Prompt", "/admin/prompt"),
+    ("Live data", "/admin/live"),
+    ("Inbox", "/admin/inbox"),
+)
+ADMIN_NAV = (("Operators", "/admin/operators"),)
+BUILT = {"/admin", "/admin/operators"}  # screens that exist so far; the others are listed as coming
+
+
+def page(
+    request: Request, template: str, signed: Signed | None, status_code: int = 200, **context: Any
+) -> HTMLResponse:
+    nav = [*NAV, *(ADMIN_NAV if signed and signed.is_admin else ())]
+    return TEMPLATES.TemplateResponse(
+        request, template,
+        {
+            "signed": signed, "csrf": signed.session.csrf if signed else "", "current": request.url.path,
+            "nav": [(name, href, href in BUILT) for name, href in nav], **context,
+        },
+        status_code=status_code,
+    )

@@ -1,0 +1,88 @@
+"""Sign-in and sign-out. A wrong username or password gets one message, whichever was wrong;
+failures are limited per username and per client address (``SWITCHBOARD_SIGNIN_FAILURES_*``)."""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import RedirectResponse, Response
+
+from admin_ui.render import page
+from admin_ui.security import COOKIE, PREFIX, Signed, check_csrf, services_of, signed_in
+
+router = APIRouter(prefix=PREFIX)
+LOGIN_COOKIE = "sb_console_login"  # the sign-in form's own CSRF token (there is no session yet)
+INVALID = "Invalid username or password"
+
+
+def _safe_next(value: str | None) -> str:
+    if not value or not value.startswith(PREFIX) or value.startswith("//") or "\\" in value:
+        return PREFIX
+    return value
+
+
+def _login_page(request: Request, *, next_path: str, username: str = "", error: str | None = None,
+                status_code: int = 200) -> Response:
+    token = secrets.token_urlsafe(24)
+    response = page(request, "login.html", None, status_code, login_token=token, next=next_path,
+                    username=username, error=error)
+    response.set_cookie(LOGIN_COOKIE, token, httponly=True, samesite="strict", path=f"{PREFIX}/login",
+                        secure=_secure(request))
+    return response
+
+
+def _secure(request: Request) -> bool:
+    return services_of(request).settings.public_url.startswith("https://")
+
+
+@router.get("/login")
+async def login_form(request: Request, next: str | None = None) -> Response:
+    return _login_page(request, next_path=_safe_next(next))
+
+
+@router.post("/login")
+async def login(request: Request) -> Response:
+    services = services_of(request)
+    assert services.operators and services.console_sessions and services.signin_limits
+    form = await request.form()
+    username = str(form.get("username", "")).strip().lower()[:64]
+    password = str(form.get("password", ""))
+    next_path = _safe_next(str(form.get("next", "")))
+    sent = str(form.get("login_token", ""))
+    expected = request.cookies.get(LOGIN_COOKIE, "")
+    if not expected or not hmac.compare_digest(sent, expected):
+        return _login_page(request, next_path=next_path, username=username, status_code=403,
+                           error="The sign-in form expired. Please try again.")
+    per_account, per_address = services.signin_limits
+    address = request.client.host if request.client else "unknown"
+    wait = max(await per_account.retry_after(username) or 0, await per_address.retry_after(address) or 0)
+    if wait:
+        minutes = max(1, round(wait / 60))
+        response = _login_page(request, next_path=next_path, username=username, status_code=429,
+                               error=f"Too many failed sign-ins. Try again in {minutes} minute(s).")
+        response.headers["retry-after"] = str(wait)
+        return response
+    operator = await services.operators.verify(username, password) if username and password else None
+    if operator is None:
+        await per_account.failed(username)
+        await per_address.failed(address)
+        return _login_page(request, next_path=next_path, username=username, status_code=401, error=INVALID)
+    await per_account.clear(username)
+    cookie, _ = await services.console_sessions.open(operator.username)
+    response = RedirectResponse(next_path, status_code=303)
+    response.set_cookie(COOKIE, cookie, httponly=True, samesite="lax", secure=_secure(request), path=PREFIX,
+                        max_age=services.settings.console_max_age_s)
+    response.delete_cookie(LOGIN_COOKIE, path=f"{PREFIX}/login")
+    return response
+
+
+@router.post("/logout")
+async def logout(request: Request, signed: Signed = Depends(signed_in)) -> Response:
+    await check_csrf(request, signed)
+    assert signed.services.console_sessions is not None
+    await signed.services.console_sessions.close(request.cookies.get(COOKIE))
+    response = RedirectResponse(f"{PREFIX}/login", status_code=303)
+    response.delete_cookie(COOKIE, path=PREFIX)
+    return response

@@ -1,0 +1,69 @@
+"""``switchboard admin create-user NAME --role admin|operator``: a console account, straight into
+Redis (the configured one, or the embedded one under the data dir — the running gateway's if it
+is up, else started for the moment)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+import sys
+from pathlib import Path
+
+from gateway.core.settings import Settings
+
+
+def register_admin(sub: argparse._SubParsersAction) -> None:
+    admin = sub.add_parser("admin", help="console accounts")
+    admin_sub = admin.add_subparsers(dest="admin_command", required=True)
+    create = admin_sub.add_parser("create-user", help="add a console account (asks for its password)")
+    create.add_argument("name")
+    create.add_argument("--role", choices=["admin", "operator"], default="operator")
+    create.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
+    admin.set_defaults(func=_admin)
+
+
+def _password(from_stdin: bool) -> str:
+    if from_stdin:
+        return sys.stdin.readline().rstrip("\n")
+    first = getpass.getpass("Password: ")
+    if getpass.getpass("Password again: ") != first:
+        raise SystemExit("the passwords differ; nothing was changed")
+    return first
+
+
+async def _create(settings: Settings, name: str, role: str, password: str) -> str:
+    from redis.asyncio import Redis
+
+    from gateway.conversation.operators import Operators
+    from gateway.conversation.store import RedisStore
+    from gateway.jobs.embedded import EmbeddedRedis
+
+    started = None
+    url = settings.redis_url
+    if url is None:
+        embedded = EmbeddedRedis(settings.data_dir / "redis")
+        if not await asyncio.to_thread(Path(embedded.socket_path).exists):  # no gateway on this data dir
+            await asyncio.to_thread(embedded.start)
+            started = embedded
+        url = embedded.url
+    redis = Redis.from_url(url, socket_connect_timeout=settings.redis_connect_timeout_s)
+    try:
+        operator = await Operators(RedisStore(redis, settings.agent_id)).create(name, password, role)  # type: ignore[arg-type]
+        return f"created {operator.role} {operator.username}"
+    finally:
+        await redis.aclose()
+        if started is not None:
+            started.stop()
+
+
+def _admin(args: argparse.Namespace, settings: Settings) -> int:
+    from gateway.core.errors import GatewayError
+
+    password = _password(args.password_stdin)
+    try:
+        print(asyncio.run(_create(settings, args.name, args.role, password)))
+    except GatewayError as exc:
+        print(f"switchboard: {exc}", file=sys.stderr)
+        return 1
+    return 0

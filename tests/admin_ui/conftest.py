@@ -1,0 +1,34 @@
+"""The console on a real server, with a first admin made from SWITCHBOARD_ADMIN_PASSWORD."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from gateway.http.app import create_app
+from tests.fakes.live_server import LiveServer
+
+PASSWORD = "correct horse battery"
+
+
+@pytest.fixture
+def console(settings) -> Iterator[LiveServer]:
+    configured = settings.model_copy(update={"admin_password": SecretStr(PASSWORD), "admin_user": "root"})
+    with LiveServer(create_app(configured)) as server:
+        server.services = server.server.config.app.state.services
+        yield server
+
+
+def csrf_of(html: str) -> str:
+    return re.search(r'name="csrf_token" value="([^"]+)"', html).group(1)
+
+
+def sign_in(client: httpx.Client, username: str = "root", password: str = PASSWORD) -> httpx.Response:
+    form = client.get("/admin/login").text
+    token = re.search(r'name="login_token" value="([^"]+)"', form).group(1)
+    return client.post("/admin/login", data={"username": username, "password": password, "login_token": token,
+                                             "next": "/admin"})
