@@ -25,11 +25,39 @@ def test_sign_in_see_the_overview_and_sign_out(page, console):  # noqa: F811
     assert page.get_by_text(f"{console.services.settings.public_url}/channels/telegram/webhook").is_visible()
 
     page.set_viewport_size({"width": 390, "height": 844})  # a phone: the page still fits its width
-    wide = page.evaluate("""[...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right
-        > window.innerWidth + 1).map(e => e.tagName + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right))""")
+    wide = page.evaluate("""[...document.querySelectorAll('body *')]
+        .filter(e => e.getBoundingClientRect().right > window.innerWidth + 1)
+        .map(e => e.tagName + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right))""")
     assert wide == [], wide
 
     page.get_by_role("button", name="Sign out").click()
     page.wait_for_url(f"{console.url}/admin/login")
     page.goto(f"{console.url}/admin")
     assert "/admin/login" in page.url
+
+
+def test_upload_a_pdf_see_it_ready_and_run_a_retrieval_test(page, console, tmp_path):  # noqa: F811
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.add_page()
+    pdf.set_font("helvetica", size=12)
+    pdf.multi_cell(0, 8, "Winter storage: we keep your bike dry and serviced from November to March for 60 euros.")
+    path = tmp_path / "storage.pdf"
+    pdf.output(str(path))
+
+    page.goto(f"{console.url}/admin/knowledge")
+    page.get_by_label("Username").fill("root")
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(f"{console.url}/admin/knowledge")
+    page.get_by_label("Files for “main”").set_input_files(str(path))
+    page.get_by_role("button", name="Upload files").click()
+    results = page.get_by_role("table", name="Upload results")
+    assert "storage.pdf" in results.inner_text() and "ready" in results.inner_text()
+
+    page.get_by_label("Query").fill("how much is winter storage")
+    page.get_by_label("Strategy").select_option("bm25")
+    page.get_by_role("button", name="Search").click()
+    first = page.get_by_role("list", name="Results").get_by_role("listitem").first
+    assert first.inner_text().startswith("storage")  # the PDF's chunk, titled by the file's name
