@@ -50,8 +50,11 @@ async def put_attribute(name: str, body: ValueBody, services: Services = Depends
     spec = attrs.spec(name)
     if spec.private:
         raise Forbidden(f"attribute {name!r} is written by the gateway and is read-only here")
-    size = len(json.dumps(body.value, ensure_ascii=False))
+    # Text is measured as the characters it holds (a newline is one, not JSON's two); other values as JSON.
+    text = isinstance(body.value, str)
+    size = len(body.value) if text else len(json.dumps(body.value, ensure_ascii=False))
     if size > services.settings.max_value_chars:
-        raise PayloadTooLarge(f"value is {size} characters as JSON; the limit is {services.settings.max_value_chars}")
+        what = "characters" if text else "characters as JSON"
+        raise PayloadTooLarge(f"value is {size} {what}; the limit is {services.settings.max_value_chars}")
     await attrs.set(name, body.value)  # live context follows through the AttributeChanged event
     return _describe(spec, await attrs.get(name))

@@ -80,6 +80,8 @@ def test_too_much_text_is_refused_and_the_attribute_keeps_its_value(admin):
     assert refused.status_code == 413 and "100000" in refused.json()["message"].replace(",", "")
     assert admin.get(f"/api/attributes/{PREFIX}append_text").json()["value"] == ""
     assert admin.get("/api/kb/jobs", params={"kind": "append_text"}).json()["jobs"] == []
+    lines = "\n".join(["a line of text"] * 6_000)  # 89,999 characters, over 100,000 as JSON (\n is two there)
+    assert _set(admin, "append_text", lines).status_code == 200
     bad_site = _set(admin, "append_websites", "https://ok.example/\nftp://files.example/")
     assert bad_site.status_code == 422 and "line 2" in bad_site.json()["message"]
 
