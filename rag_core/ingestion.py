@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from rag_core.errors import ImportLineError, TopicValidationError
+from rag_core.extract.markdown import atx_heading
 from rag_core.knowledge_base import KnowledgeBase
 from rag_core.topic import MAX_TOPIC_CHARS, Topic, parse_topic
 
@@ -23,7 +24,6 @@ ImportFormat = Literal["jsonl", "markdown"]
 # the same rules as any request body.
 LineDecoder = Callable[[str], Any]
 
-_HEADING = re.compile(r"^(#{1,2})(?:\s+(.*?))?\s*#*\s*$")
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(.*)$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _SLUG_SEPARATORS = re.compile(r"[^a-z0-9]+")
@@ -184,14 +184,14 @@ def parse_markdown(text: str, *, max_topic_chars: int = MAX_TOPIC_CHARS) -> Pars
     for number, line in enumerate(text.splitlines(), start=1):
         if _FENCE.match(line):
             in_fence = not in_fence
-        heading = None if in_fence else _HEADING.match(line)
-        if heading and len(heading.group(1)) == 1:
-            blocks.append(_MarkdownTopic(number, heading.group(2) or ""))
+        heading = None if in_fence else atx_heading(line, max_level=2)
+        if heading and heading[0] == 1:
+            blocks.append(_MarkdownTopic(number, heading[1]))
         elif not blocks:
             if line.strip():
                 errors.append(ImportProblem(line=number, message="text before the first # title"))
         elif heading:
-            blocks[-1].heading2(heading.group(2) or "")
+            blocks[-1].heading2(heading[1])
         else:
             blocks[-1].add(line)
     topics: list[Topic] = []

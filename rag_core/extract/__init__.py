@@ -74,4 +74,11 @@ def extract(
     if reader is None:
         raise UnsupportedFormat(f"no extractor for format {fmt!r}", list(FORMATS))
     stem = PurePath(filename.rstrip("/")).stem or filename
-    return reader(data, stem, row_template)
+    try:
+        return reader(data, stem, row_template)
+    except ExtractionFailed:
+        raise
+    except RecursionError:
+        raise ExtractionFailed(f"the {fmt} file is nested too deeply to read") from None
+    except Exception as exc:  # the parsers' boundary: a hostile file may break them in any way; say so, per file
+        raise ExtractionFailed(f"the {fmt} file cannot be read ({type(exc).__name__}: {exc})"[:500]) from exc

@@ -8,10 +8,25 @@ import re
 from rag_core.extract.model import Block, ExtractedDocument
 from rag_core.extract.text import decode
 
-_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _SETEXT = re.compile(r"^(=+|-+)\s*$")
+
+
+def atx_heading(line: str, max_level: int = 6) -> tuple[int, str] | None:
+    """``(level, text)`` of an ATX heading line (``## Title ##``), else None. No regex: a line of
+    100,000 ``#`` or spaces must cost one pass, not a backtracking search."""
+    level = len(line) - len(line.lstrip("#"))
+    if not 1 <= level <= max_level:
+        return None
+    rest = line[level:]
+    if rest and rest[0] not in " \t":
+        return None
+    text = rest.strip()
+    unclosed = text.rstrip("#")
+    if unclosed != text and (not unclosed or unclosed[-1] in " \t"):
+        text = unclosed.rstrip()
+    return level, text
 
 
 def _kind(line: str) -> str:
@@ -55,10 +70,10 @@ def parse_blocks(text: str) -> list[Block]:
             blocks.append(Block("code", "\n".join(code)))
             i += 1
             continue
-        heading = _HEADING.match(line)
-        if heading:
+        heading = atx_heading(line)
+        if heading and heading[1]:
             flush()
-            blocks.append(Block("heading", heading.group(2).strip(), level=len(heading.group(1))))
+            blocks.append(Block("heading", heading[1], level=heading[0]))
             i += 1
             continue
         if current_kind == "paragraph" and len(current) == 1 and _SETEXT.match(line) and line.strip():

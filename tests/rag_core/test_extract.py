@@ -166,3 +166,30 @@ def test_formats_are_detected_by_extension_then_media_type_and_others_refused():
     with pytest.raises(UnsupportedFormat) as refused:
         detect_format("photo.png", "image/png")
     assert ".pdf" in str(refused.value) and refused.value.supported == list(FORMATS)
+
+
+def test_damaged_files_and_pathological_lines_are_refused_or_read_quickly():
+    import random
+    import time
+
+    import docx
+
+    document = docx.Document()
+    for i in range(40):
+        document.add_paragraph(f"Paragraph {i} about bikes and prices.")
+    buffer = io.BytesIO()
+    document.save(buffer)
+    good = buffer.getvalue()
+    rng = random.Random(7)
+    for _ in range(60):  # flipped bytes anywhere: read, or refused with a reason, never another error
+        damaged = bytearray(good)
+        for _ in range(8):
+            damaged[rng.randrange(len(damaged))] = rng.randrange(256)
+        try:
+            extract(bytes(damaged), "damaged.docx")
+        except ExtractionFailed as exc:
+            assert exc.reason
+    started = time.perf_counter()
+    for line in ("# " + "#" * 100_000 + " x", "# " + " " * 100_000 + "x#", "|" * 100_000, "- " + " " * 100_000 + "x"):
+        extract(line.encode(), "long.md")
+    assert time.perf_counter() - started < 30  # a hang guard: one backtracking regex took minutes per line

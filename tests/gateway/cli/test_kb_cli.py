@@ -21,19 +21,22 @@ def _kb(settings, *args, public_url="http://127.0.0.1:9"):
                           timeout=120)
 
 
-def test_kb_commands_on_local_data(settings, tmp_path):
+def test_kb_commands_on_local_data(settings, tmp_path, monkeypatch, capsys):
     md = tmp_path / "handbook.md"
     md.write_text(MARKDOWN)
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"source": "x", "title": "X", "body": "fine"}\n{"title": "no source"}\n')
-    assert "1 created" in _kb(settings, "import", str(md)).stdout
-    failed = _kb(settings, "import", str(bad))
-    assert failed.returncode == 1 and "line 2: source" in failed.stderr
-    assert sorted(_kb(settings, "list").stdout.splitlines()) == [
-        "opening-hours\tOpening hours\trag_context", "x\tX\trag_context"]
-    assert _kb(settings, "search", "when are you open", "--strategy", "bm25").stdout.split("\t")[1] == "opening-hours"
-    assert _kb(settings, "delete", "x").stdout.strip() == "deleted x"
-    assert _kb(settings, "delete", "x").returncode == 1
+
+    def kb(*args):
+        return _kb_here(settings, monkeypatch, capsys, *args)
+
+    assert "1 created" in kb("import", str(md))[1]
+    code, _, err = kb("import", str(bad))
+    assert code == 1 and "line 2: source" in err
+    assert sorted(kb("list")[1].splitlines()) == ["opening-hours\tOpening hours\trag_context", "x\tX\trag_context"]
+    assert kb("search", "when are you open", "--strategy", "bm25")[1].split("\t")[1] == "opening-hours"
+    assert kb("delete", "x")[1].strip() == "deleted x"
+    assert kb("delete", "x")[0] == 1
 
 
 def test_kb_import_goes_through_a_running_gateway(gateway, settings, tmp_path):
