@@ -43,9 +43,7 @@ class Operators:
         self._redis = store.redis
         self._hasher = PasswordHasher()
         self._index = store.key("operators")
-        # Verifying against this when the username is unknown takes as long as a real check,
-        # so response times do not tell which usernames exist.
-        self._dummy = self._hasher.hash("not a password of anyone")
+        self._dummy: str | None = None  # made on the first unknown username (a hash costs ~50 ms)
 
     def _key(self, username: str) -> str:
         return self._store.key("operator", username)
@@ -91,6 +89,10 @@ class Operators:
     async def verify(self, username: str, password: str) -> Operator | None:
         """The operator when the password is right; None otherwise (and as slowly for an unknown name)."""
         stored = await self._redis.hget(self._key(username.strip().lower()), "hash")
+        if stored is None and self._dummy is None:
+            self._dummy = await self._hash("not a password of anyone")
+        # Verifying against the dummy when the username is unknown takes as long as a real check,
+        # so response times do not tell which usernames exist.
         try:
             await asyncio.to_thread(self._hasher.verify, stored.decode() if stored else self._dummy, password)
         except (VerifyMismatchError, VerificationError, InvalidHashError):
