@@ -327,17 +327,28 @@ def _appends(
 ) -> KnowledgeAppends:
     """Appended text and websites: one guarded outbound client for every crawl of this process."""
     policy = OutboundPolicy.parse(settings.outbound_allow_hosts, resolver)
-    client = GuardedClient(policy, FetchLimits(
+    limits = FetchLimits(
         timeout_s=settings.outbound_timeout_s, max_bytes=int(settings.crawl_max_page_mb * 1024 * 1024),
         retries=settings.outbound_retries,
-    ))
-    on_stop.append(client.aclose)
+    )
+    clients: list[GuardedClient] = []  # made on the first crawl: an HTTP client's TLS setup costs ~40 ms
+
+    def crawler(crawl_limits: CrawlLimits) -> Crawler:
+        if not clients:
+            clients.append(GuardedClient(policy, limits))
+        return Crawler(clients[0], crawl_limits)
+
+    async def close() -> None:
+        for client in clients:
+            await client.aclose()
+
+    on_stop.append(close)
     writer = TopicWriter(llm)
-    limits = CrawlLimits(
+    crawl_limits = CrawlLimits(
         max_depth=settings.crawl_max_depth, max_pages=settings.crawl_max_pages, per_host_delay_s=settings.crawl_delay_s
     )
     websites = WebsiteIngestion(
-        knowledge, lambda crawl_limits: Crawler(client, crawl_limits), limits,
+        knowledge, crawler, crawl_limits,
         shaper=lambda instructions: PageShaper(writer, knowledge, mutex, instructions) if llm else None,
     )
     return KnowledgeAppends(
