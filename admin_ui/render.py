@@ -23,7 +23,7 @@ NAV = (
 )
 ADMIN_NAV = (("Operators", "/admin/operators"),)
 # Screens that exist so far; the others are listed as not built yet.
-BUILT = {"/admin", "/admin/operators", "/admin/knowledge", "/admin/inbox"}
+BUILT = {"/admin", "/admin/operators", "/admin/knowledge", "/admin/inbox", "/admin/conversations"}
 
 
 def page(

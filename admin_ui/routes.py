@@ -9,7 +9,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from admin_ui import inbox, knowledge, operators, overview, signin
+from admin_ui import conversations, inbox, knowledge, operators, overview, signin
 from admin_ui.render import page
 from admin_ui.security import PREFIX, BadCsrf, NotAllowed, SecurityHeaders, SignInRequired, sign_in_url
 from gateway.channel import ChannelContext
@@ -36,5 +36,5 @@ def install(app: FastAPI, context: ChannelContext) -> None:
     app.add_exception_handler(NotAllowed, _not_allowed)
     app.add_exception_handler(BadCsrf, _bad_csrf)
     app.mount(f"{PREFIX}/static", StaticFiles(directory=Path(__file__).parent / "static"), name="console-static")
-    for module in (signin, overview, operators, knowledge, inbox):
+    for module in (signin, overview, operators, knowledge, inbox, conversations):
         app.include_router(module.router)

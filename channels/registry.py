@@ -67,6 +67,7 @@ def _register_handlers(context: ChannelContext, adapters: dict[str, ChannelAdapt
         if isinstance(adapter, InboxHandler):
             context.inbox_handlers[name] = adapter
         context.rag_modes[name] = adapter.capabilities.rag_mode
+        context.capabilities[name] = adapter.capabilities
 
 
 def install_worker(context: ChannelContext) -> None:

@@ -26,6 +26,7 @@ from gateway.channel import (
     InvalidJSON,
     JSONBodyRoute,
     PayloadTooLarge,
+    Role,
     Turn,
     TurnOutcome,
     Unauthorized,
@@ -107,8 +108,24 @@ async def _send_error(ws: WebSocket, status: int, kind: str, message: str) -> No
         await ws.send_json({"type": "error", "status": status, "error": kind, "message": message})
 
 
+class _TranscriptSink:
+    """An operator's reply during a handoff: stored, it reaches the open chat page over its socket
+    (and any page later, in the transcript)."""
+
+    streaming = False
+    channel = CHANNEL
+
+    async def delta(self, text: str) -> None:  # pragma: no cover - not streaming
+        pass
+
+    async def deliver(self, text: str) -> DeliveryReport:
+        return DeliveryReport(delivered=True)
+
+
 def _outcome_json(outcome: TurnOutcome) -> dict:
     msg = outcome.agent_message
+    if msg is None:  # handed off to a person: their reply arrives as an "operator" frame / in the transcript
+        return {"reply": None, "handed_off": True, "sources": [], "turn_id": outcome.turn.trace.turn_id}
     return {
         "reply": {"text": outcome.reply.text, "message_id": msg.id, "created_at": msg.created_at.isoformat()},
         "sources": [
@@ -127,6 +144,7 @@ class WebChatAdapter:
         self.sessions = WebSessions(context.store)
         self.turns = WebTurns(context.store, lease_s=context.settings.turn_lock_lease_s)
         self._sweeper: asyncio.Task[None] | None = None
+        context.direct_sinks[CHANNEL] = lambda conversation: _TranscriptSink()
 
     async def start(self) -> None:
         self._sweeper = asyncio.create_task(self._sweep(), name="web-chat orphan sweep")
@@ -226,6 +244,7 @@ class WebChatAdapter:
                     "turn_id": m.turn_id,
                 }
                 for m in messages
+                if m.role is not Role.SYSTEM  # console notes (a handoff began or ended) stay in the console
             ],
         }
 
@@ -236,6 +255,31 @@ class WebChatAdapter:
             await ws.close(code=4401 if isinstance(exc, Unauthorized) else 4404, reason=exc.message)
             return
         await ws.accept()
+        relay = asyncio.create_task(self._relay_operator(ws, session), name="web-chat operator relay")
+        try:
+            await self._serve_socket(ws, session)
+        finally:
+            relay.cancel()
+            with suppress(asyncio.CancelledError):
+                await relay
+
+    async def _relay_operator(self, ws: WebSocket, session: WebSession) -> None:
+        """While the page is open, an operator's replies to this visitor reach it at once."""
+        async with self.context.live.listen() as events:
+            while True:
+                event = await events.get()
+                if (event.get("role") != Role.OPERATOR.value or event.get("channel") != CHANNEL
+                        or event.get("persona_id") != session.persona_id or event.get("delivery") != "pending"):
+                    continue
+                message = await self.context.store.get_message(event["message_id"])
+                if message is None:
+                    continue
+                with suppress(WebSocketDisconnect, RuntimeError):
+                    await ws.send_json({"type": "operator", "message": {
+                        "id": message.id, "role": message.role.value, "text": message.text,
+                        "created_at": message.created_at.isoformat()}})
+
+    async def _serve_socket(self, ws: WebSocket, session: WebSession) -> None:
         while True:
             try:
                 raw = await ws.receive_text()

@@ -24,7 +24,7 @@ from gateway.core.errors import (
     ServiceUnavailable,
     Unauthorized,
 )
-from gateway.core.models import Attachment, EndReason, InboundMessage
+from gateway.core.models import Attachment, EndReason, InboundMessage, Role
 from gateway.core.settings import Settings
 from gateway.http.auth import bearer_token
 from gateway.http.errors import failure
@@ -43,7 +43,7 @@ __all__ = [
     "Attachment", "BadRequest", "Capabilities", "ChannelAdapter", "ChannelContext", "ChannelDeliveryError",
     "Conflict", "Delivery", "DeliveryRejected", "DeliveryReport", "EndReason", "Forbidden", "GatewayError",
     "InboundMessage", "InboxHandler", "InvalidInput", "InvalidJSON", "JSONBodyRoute", "Markup", "NotFound",
-    "PayloadTooLarge", "RedisStore", "ReplySink", "SendWork", "ServiceUnavailable", "Settings", "Turn",
+    "PayloadTooLarge", "RedisStore", "ReplySink", "Role", "SendWork", "ServiceUnavailable", "Settings", "Turn",
     "TurnOutcome", "TurnRunner", "TurnWork", "Unauthorized", "Work", "bearer_token", "decode_json", "failure",
 ]
 

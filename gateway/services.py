@@ -18,6 +18,8 @@ from gateway.catalogue import CUSTOMER_ATTRIBUTES, PERSONA_ATTRIBUTES
 from gateway.conversation.attempt_limit import AttemptLimit
 from gateway.conversation.attributes import CustomerAttributes, PersonaAttributes
 from gateway.conversation.console_sessions import ConsoleSessions
+from gateway.conversation.handoff import Handoffs
+from gateway.conversation.live_feed import LiveFeed
 from gateway.conversation.memory import Memory
 from gateway.conversation.operators import Operators
 from gateway.conversation.sessions import Sessions
@@ -32,6 +34,7 @@ from gateway.core.outbound_client import FetchLimits, GuardedClient
 from gateway.core.settings import Settings
 from gateway.inbox.consumer import InboxConsumer
 from gateway.inbox.handler import InboxHandler
+from gateway.inbox.operator_desk import DirectSink, OperatorDesk
 from gateway.inbox.stream import Inbox
 from gateway.jobs import registry as jobs
 from gateway.jobs.embedded import EmbeddedRedis
@@ -53,7 +56,7 @@ from gateway.live.template_render import RenderBudget
 from gateway.live.timers import TIMER_TICK_JOB, Timer, periodic_timer
 from gateway.turn.llm import LLMClient
 from gateway.turn.pipeline import TurnPipeline
-from gateway.turn.ports import RagMode
+from gateway.turn.ports import Capabilities, RagMode
 from gateway.turn.responders import LLMResponder, OfflineResponder, Responder
 from gateway.turn.runner import TurnRunner
 
@@ -62,6 +65,7 @@ log = logging.getLogger(__name__)
 Hook = Callable[[], Awaitable[None]]
 REDIS_WARM_CONNECTIONS = 32
 IDLE_SWEEP_TIMER = "end_idle"
+HANDOFF_RETURN_TIMER = "handoff_return"
 WEBSITE_REFRESH_TIMER = "website_refresh"
 
 
@@ -82,6 +86,9 @@ class ChannelContext:
     metrics: Metrics
     inbox_handlers: dict[str, InboxHandler]
     rag_modes: dict[str, RagMode]  # channel name -> how its turns get knowledge-base context
+    capabilities: dict[str, Capabilities]  # channel name -> what it can do (handoff among them)
+    direct_sinks: dict[str, DirectSink]  # channels that show an operator's reply themselves (web chat)
+    live: LiveFeed  # stored messages and handoff changes as they happen
     on_start: list[Hook]
     on_stop: list[Hook]
 
@@ -125,6 +132,10 @@ class Services:
     operators: Operators | None = None  # console accounts
     console_sessions: ConsoleSessions | None = None
     signin_limits: tuple[AttemptLimit, AttemptLimit] | None = None  # failed sign-ins per account, per address
+    handoffs: Handoffs | None = None  # who answers each conversation: the bot or a person
+    desk: OperatorDesk | None = None  # the operator's side of a handoff
+    live_feed: LiveFeed | None = None  # stored messages and handoff changes as they happen
+    direct_sinks: dict[str, DirectSink] = field(default_factory=dict)
     on_start: list[Hook] = field(default_factory=list)
     on_stop: list[Hook] = field(default_factory=list)
 
@@ -178,8 +189,10 @@ class Services:
             live.templates, live.calendar, live.data_injection, live.feeds, live.clock,
             persona_attributes, customer_attributes, settings.prompt_budgets, RenderBudget.from_settings(settings),
         )
+        handoffs = Handoffs(store)
         pipeline = TurnPipeline(
-            settings, store, sessions, memory, lock, prompts, responder, events, metrics, preparers=[rag]
+            settings, store, sessions, memory, lock, prompts, responder, events, metrics, preparers=[rag],
+            handoffs=handoffs,
         )
         services = cls(
             settings=settings,
@@ -222,12 +235,19 @@ class Services:
         services.turns = TurnRunner(pipeline, store, metrics, drain_timeout_s=settings.turn_drain_timeout_s)
         services.on_stop.append(services.turns.stop)
         services.inbox = Inbox(redis, store)
+        services.handoffs = handoffs
+        services.desk = OperatorDesk(settings, store, handoffs, services.inbox, services.inbox_handlers,
+                                     services.direct_sinks, pipeline.capabilities)
+        services.live_feed = LiveFeed(store)
+        services.on_stop.append(services.live_feed.stop)
         if consume_inbox if consume_inbox is not None else settings.inbox_consumer:
             services.consumer = InboxConsumer(
                 services.inbox, services.turns, settings, metrics, handlers=services.inbox_handlers
             )
         services.live = live
         live.timers.add(_idle_sweep_timer(sessions, settings.session_sweep_s))
+        live.timers.add(periodic_timer(HANDOFF_RETURN_TIMER, "handoff", min(60, settings.handoff_idle_s // 4 or 1),
+                                       services.desk.return_idle))
         live.timers.add(periodic_timer(WEBSITE_REFRESH_TIMER, "webrefresh", 300, services.appends.refresh_if_due))
         live.subscribe(events)
         services.on_start.append(live.start)
@@ -275,8 +295,8 @@ class Services:
         return ChannelContext(
             settings=self.settings, store=self.store, sessions=self.sessions, pipeline=self.pipeline,
             turns=self.turns, inbox=self.inbox, metrics=self.metrics, inbox_handlers=self.inbox_handlers,
-            rag_modes=self.rag.rag_modes,
-            on_start=self.on_start, on_stop=self.on_stop,
+            rag_modes=self.rag.rag_modes, capabilities=self.pipeline.capabilities, direct_sinks=self.direct_sinks,
+            live=self.live_feed, on_start=self.on_start, on_stop=self.on_stop,
         )
 
     async def start(self) -> None:

@@ -29,6 +29,7 @@
     ".sb-msg{max-width:85%;padding:9px 13px;border-radius:14px;white-space:pre-wrap;word-wrap:break-word}",
     ".sb-user{align-self:flex-end;background:var(--sb-accent);color:#fff;border-bottom-right-radius:4px}",
     ".sb-agent{align-self:flex-start;background:#fff;border:1px solid #e1e4e8;border-bottom-left-radius:4px}",
+    ".sb-operator{align-self:flex-start;background:#fff8e1;border:1px solid #f0d48a;border-bottom-left-radius:4px}",
     ".sb-typing{align-self:flex-start;color:var(--sb-muted);font-style:italic}",
     ".sb-error{margin:0 16px 8px;padding:8px 12px;border-radius:8px;background:#fde8e8;color:#8a1c1c}",
     ".sb-error:empty{display:none}",
@@ -111,11 +112,18 @@
     if (!session) return newSession();
     return api("/api/chat/sessions/" + session.id + "/messages").then(function (t) {
       if (!t.messages.length) bubble("agent", opts.greeting);
-      t.messages.forEach(function (m) { bubble(m.role === "user" ? "user" : "agent", m.text); });
+      t.messages.forEach(function (m) { showMessage(m); });
     }).catch(function (err) {
       if (err.status === 404 || err.status === 401) return newSession();
       throw err;
     });
+  }
+
+  var shown = {};
+  function showMessage(m) {
+    if (m.id && shown[m.id]) return;
+    if (m.id) shown[m.id] = true;
+    bubble(m.role === "user" ? "user" : (m.role === "operator" ? "operator" : "agent"), m.text);
   }
 
   function openSocket() {
@@ -127,9 +135,14 @@
       var settled = false;
       ws.onopen = function () { settled = true; socket = ws; resolve(ws); };
       ws.onerror = function () { if (!settled) { settled = true; resolve(null); } };
-      ws.onclose = function () { socket = null; if (pending) { pending.fail("Connection lost. Please try again."); } };
+      ws.onclose = function () {
+        socket = null;
+        if (pending) { pending.fail("Connection lost. Please try again."); }
+        if (settled) setTimeout(function () { if (!socket) openSocket(); }, 3000);  // keep listening
+      };
       ws.onmessage = function (ev) {
         var frame = JSON.parse(ev.data);
+        if (frame.type === "operator") { showMessage(frame.message); return; }  // a person replies
         if (!pending) return;
         if (frame.type === "delta") {
           if (pending.bubble.classList.contains("sb-typing")) {
@@ -138,7 +151,7 @@
           }
           pending.bubble.textContent += frame.text; scroll();
         } else if (frame.type === "message") {
-          pending.done(frame.reply.text);
+          pending.done(frame.reply ? frame.reply.text : null);
         } else if (frame.type === "error") {
           pending.fail(frame.message);
         }
@@ -163,6 +176,9 @@
       : (window.crypto && crypto.randomUUID) ? crypto.randomUUID() : String(Date.now()) + Math.random();
     lastFailed = null;
     var finish = function (reply) {
+      if (reply === null) {  // handed off to a person: their reply arrives by itself
+        typing.remove(); pending = null; setBusy(false); input.focus(); return;
+      }
       typing.className = "sb-msg sb-agent"; typing.setAttribute("data-role", "agent");
       typing.removeAttribute("aria-label");
       typing.textContent = reply; pending = null; setBusy(false); scroll(); input.focus();
@@ -181,7 +197,7 @@
       }
       return api("/api/chat/sessions/" + session.id + "/messages", {
         method: "POST", body: JSON.stringify({ text: text, client_message_id: clientId }),
-      }).then(function (body) { finish(body.reply.text); });
+      }).then(function (body) { finish(body.reply ? body.reply.text : null); });
     }).catch(function (err) { fail(err.message); });
   }
 
@@ -204,7 +220,8 @@
   launcher.addEventListener("click", function () { toggle(panel.hidden); });
   close.addEventListener("click", function () { toggle(false); });
 
-  var ready = restore().catch(function (err) { showError("Chat is unavailable: " + err.message); });
+  // The socket stays open so a person's replies (during a handoff) arrive without a reload.
+  var ready = restore().then(function () { return openSocket(); }).catch(function (err) { showError("Chat is unavailable: " + err.message); });
   window.Switchboard = { ready: ready, open: function () { toggle(true); } };
 
   function mount() { (opts.page ? document.getElementById("switchboard-chat") || document.body : document.body).appendChild(root); }

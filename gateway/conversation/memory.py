@@ -63,5 +63,5 @@ def _newest(
 
 def format_history(messages: Iterable[Message]) -> str:
     """The transcript form prompts use: one ``User:`` / ``Agent:`` line per message."""
-    labels = {Role.USER: "User", Role.AGENT: "Agent", Role.SYSTEM: "System"}
+    labels = {Role.USER: "User", Role.AGENT: "Agent", Role.OPERATOR: "Operator", Role.SYSTEM: "System"}
     return "\n".join(f"{labels[m.role]}: {m.text}" for m in messages)

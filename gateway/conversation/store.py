@@ -5,6 +5,7 @@ Every key lives under ``sb:<agent_id>:`` so several agents (and test runs) can s
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Literal
 
@@ -13,6 +14,7 @@ from redis.asyncio import Redis
 from gateway.core.models import Conversation, Message, Persona, TurnTrace
 
 DEDUP_TTL_S = 7 * 24 * 3600
+LAST_TEXT_CHARS = 300  # how much of a conversation's last message its list row keeps
 
 
 # What a dedup key guards: a message turned into a turn, a delivery queued in the inbox, a polled update.
@@ -64,6 +66,10 @@ class RedisStore:
         raw = await self.redis.get(self.key("persona", persona_id))
         return Persona.model_validate_json(raw) if raw else None
 
+    async def get_personas(self, persona_ids: list[str]) -> list[Persona | None]:
+        raws = await self.redis.mget([self.key("persona", i) for i in persona_ids]) if persona_ids else []
+        return [Persona.model_validate_json(raw) if raw else None for raw in raws]
+
     # -- conversations -------------------------------------------------------------------------
     def _active_key(self, persona_id: str, channel: str, thread: str | None) -> str:
         return self.key("persona", persona_id, "active", channel, thread or "-")
@@ -103,13 +109,76 @@ class RedisStore:
         return Conversation.model_validate_json(raw) if raw else None
 
     # -- messages ------------------------------------------------------------------------------
+    @property
+    def live_channel(self) -> str:
+        """The pub/sub channel every stored or updated message is announced on (console, web chat)."""
+        return self.key("live")
+
+    def _announce(self, pipe, message: Message) -> None:
+        """List the conversation first (by its newest message) and tell live listeners, in ``pipe``."""
+        ts = message.created_at.timestamp()
+        row = json.dumps({
+            "conversation_id": message.conversation_id, "message_id": message.id, "persona_id": message.persona_id,
+            "role": message.role.value, "channel": message.channel, "at": ts,
+            "delivery": message.delivery.value if message.delivery else None, "text": message.text[:LAST_TEXT_CHARS],
+        })
+        pipe.zadd(self.key("convs"), {message.conversation_id: ts})
+        pipe.zadd(self.key("convs", "channel", message.channel), {message.conversation_id: ts})
+        pipe.hset(self.key("convs", "last"), message.conversation_id, row)
+        pipe.publish(self.live_channel, row)
+
     async def add_message(self, message: Message) -> None:
         ts = message.created_at.timestamp()
         pipe = self.redis.pipeline(transaction=False)
         pipe.set(self.key("msg", message.id), message.model_dump_json())
         pipe.zadd(self.key("conv", message.conversation_id, "msgs"), {message.id: ts})
         pipe.zadd(self.key("persona", message.persona_id, "msgs"), {message.id: ts})
+        self._announce(pipe, message)
         await pipe.execute()
+
+    async def get_message(self, message_id: str) -> Message | None:
+        raw = await self.redis.get(self.key("msg", message_id))
+        return Message.model_validate_json(raw) if raw else None
+
+    async def update_message(self, message: Message) -> None:
+        """A stored message's new state (its delivery), announced like a new one."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.set(self.key("msg", message.id), message.model_dump_json())
+        self._announce(pipe, message)
+        await pipe.execute()
+
+    async def conversation_messages(self, conversation_id: str, newest: int = 500) -> list[Message]:
+        """The conversation's newest messages, oldest first."""
+        ids = await self.redis.zrevrange(self.key("conv", conversation_id, "msgs"), 0, newest - 1)
+        if not ids:
+            return []
+        raws = await self.redis.mget([self.key("msg", i.decode()) for i in reversed(ids)])
+        return [Message.model_validate_json(raw) for raw in raws if raw]
+
+    # -- the conversation list -----------------------------------------------------------------
+    async def recent_conversation_ids(
+        self, start: int, count: int, channel: str | None = None
+    ) -> list[str]:
+        """Conversations by their newest message, newest first."""
+        key = self.key("convs", "channel", channel) if channel else self.key("convs")
+        return [raw.decode() for raw in await self.redis.zrevrange(key, start, start + count - 1)]
+
+    async def conversation_rows(self, ids: list[str]) -> list[tuple[Conversation, dict]]:
+        """Each conversation with its last message's row (as ``_announce`` wrote it), in ``ids``' order."""
+        if not ids:
+            return []
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.mget([self.key("conv", i) for i in ids])
+        pipe.hmget(self.key("convs", "last"), ids)
+        convs, lasts = await pipe.execute()
+        return [
+            (Conversation.model_validate_json(conv), json.loads(last) if last else {})
+            for conv, last in zip(convs, lasts, strict=True) if conv
+        ]
+
+    async def last_rows(self, ids: list[str]) -> list[dict]:
+        raws = await self.redis.hmget(self.key("convs", "last"), ids) if ids else []
+        return [json.loads(raw) if raw else {} for raw in raws]
 
     async def persona_messages(
         self,
@@ -141,6 +210,15 @@ class RedisStore:
         pipe.set(self.key("conv", conversation.id), conversation.model_dump_json())
         pipe.zadd(activity_key, {conversation.id: ts})
         self._put_trace(pipe, trace)
+        self._announce(pipe, message)
+        await pipe.execute()
+
+    async def finish_silent_turn(self, conversation: Conversation, trace: TurnTrace, activity_key: str) -> None:
+        """A turn that sent nothing (the conversation was handed off): its activity and trace."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.set(self.key("conv", conversation.id), conversation.model_dump_json())
+        pipe.zadd(activity_key, {conversation.id: conversation.last_activity_at.timestamp()})
+        self._put_trace(pipe, trace)
         await pipe.execute()
 
     # -- traces --------------------------------------------------------------------------------
@@ -159,3 +237,11 @@ class RedisStore:
     async def get_trace(self, turn_id: str) -> TurnTrace | None:
         raw = await self.redis.get(self.key("trace", turn_id))
         return TurnTrace.model_validate_json(raw) if raw else None
+
+    async def conversation_traces(self, conversation_id: str, newest: int = 200) -> list[TurnTrace]:
+        """The conversation's turn traces, oldest first."""
+        ids = await self.redis.lrange(self.key("conv", conversation_id, "traces"), -newest, -1)
+        if not ids:
+            return []
+        raws = await self.redis.mget([self.key("trace", i.decode()) for i in ids])
+        return [TurnTrace.model_validate_json(raw) for raw in raws if raw]

@@ -26,7 +26,8 @@ def new_id() -> str:
 class Role(StrEnum):
     USER = "user"
     AGENT = "agent"
-    SYSTEM = "system"
+    OPERATOR = "operator"  # a person replying from the console during a handoff
+    SYSTEM = "system"  # a note in the transcript (a handoff began or ended); never sent to the model
 
 
 class EndReason(StrEnum):
@@ -163,5 +164,9 @@ class TurnTrace(BaseModel):
     sections: dict[str, dict[str, int | bool]] = Field(default_factory=dict)
     error: Text | None = None
     delivery_error: Text | None = None
+    # Why the bot did not answer or its answer was not delivered: the conversation was handed off
+    # (before the turn, or while it ran); the user's message stays in the transcript for the operator.
+    suppressed: Text | None = None
+    handoff: Text | None = None  # a handoff this turn started (the user asked for a person, or the model did)
     started_at: datetime = Field(default_factory=utcnow)
     total_ms: float = 0.0

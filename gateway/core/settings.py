@@ -84,6 +84,16 @@ class Settings(BaseSettings):
     signin_failures_per_account: int = Field(default=5, ge=1)  # failed sign-ins per username per window
     signin_failures_per_address: int = Field(default=20, ge=1)  # failed sign-ins per client address per window
     signin_window_s: int = Field(default=900, ge=60)
+    # Handoff: an operator takes a conversation over from the console; the bot is silent meanwhile.
+    handoff_idle_s: int = Field(default=900, ge=30)  # no operator activity this long: the bot answers again
+    # A user message containing one of these (case-insensitive, "|"-separated) asks for a person.
+    handoff_phrases: str = (
+        "talk to a human|speak to a human|talk to a person|speak to a person|real person|human agent|"
+        "talk to someone|speak to someone|talk to an operator|speak to an operator|customer service representative"
+    )
+    handoff_llm_signal: bool = True  # the model may end its reply with [HANDOFF] to ask for a person
+    handoff_message: str = "I'm passing you to a colleague. Someone will reply here as soon as possible."
+    handoff_return_note: str = "No operator has replied for a while, so the assistant is answering again."
 
     # Channels.
     telegram_bot_token: SecretStr | None = None

@@ -12,6 +12,7 @@ reason, never dropped.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +29,7 @@ __all__ = ["Delivery", "Inbox", "GROUP"]  # Delivery: see gateway.inbox.delivery
 
 GROUP = "turns"
 ACCEPTED_TTL_S = 24 * 3600
+REPLY_VIA_TTL_S = 30 * 24 * 3600  # an operator can still answer a month-old conversation
 DEAD_LETTERS_KEPT = 10_000  # the oldest beyond this are trimmed
 
 # KEYS: seen, order ticket, stream   ARGV: seen ttl, channel, dedup id, order key, body
@@ -137,7 +139,21 @@ class Inbox:
         return self.store.key("inbox", "accepted", entry_id)
 
     async def save_accepted(self, delivery: Delivery, turn: Turn) -> None:
-        await self.redis.set(self._accepted_key(delivery.id), turn.snapshot(), ex=ACCEPTED_TTL_S)
+        """The accepted turn (to resume it after a crash) and, for an operator who takes the
+        conversation over later, the delivery its replies can be addressed from."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.set(self._accepted_key(delivery.id), turn.snapshot(), ex=ACCEPTED_TTL_S)
+        pipe.set(self.store.key("conv", turn.conversation.id, "reply_via"),
+                 json.dumps({"id": delivery.id, **delivery.fields()}), ex=REPLY_VIA_TTL_S)
+        await pipe.execute()
+
+    async def reply_via(self, conversation_id: str) -> Delivery | None:
+        """The conversation's newest delivery: where a reply to it goes (see ``InboxHandler.sink_for``)."""
+        raw = await self.redis.get(self.store.key("conv", conversation_id, "reply_via"))
+        if raw is None:
+            return None
+        fields = json.loads(raw)
+        return Delivery.from_entry(fields.pop("id"), {k.encode(): str(v).encode() for k, v in fields.items()})
 
     async def accepted(self, delivery: Delivery) -> Turn | None:
         """The turn an earlier consumer accepted for this delivery before it went away, if any."""

@@ -164,6 +164,6 @@ def _history(messages: list[Message], exclude_message_id: str | None) -> list[Ch
     turns = [
         ChatTurn(role="user" if m.role is Role.USER else "agent", text=m.text)
         for m in messages
-        if m.id != exclude_message_id and m.role in (Role.USER, Role.AGENT)
+        if m.id != exclude_message_id and m.role in (Role.USER, Role.AGENT, Role.OPERATOR)
     ]
     return turns[-RAG_HISTORY_MESSAGES:]

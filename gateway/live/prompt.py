@@ -40,7 +40,7 @@ from rag_core.tokens import estimate_tokens
 
 log = logging.getLogger(__name__)
 
-_CHAT_ROLES = {Role.USER: "user", Role.AGENT: "assistant"}
+_CHAT_ROLES = {Role.USER: "user", Role.AGENT: "assistant", Role.OPERATOR: "assistant"}
 
 DEFAULT_BUDGETS: dict[str, int] = {
     "instructions": 1500,

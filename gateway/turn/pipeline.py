@@ -15,6 +15,7 @@ from typing import Protocol
 
 from pydantic import BaseModel
 
+from gateway.conversation.handoff import Handoffs
 from gateway.conversation.memory import Memory
 from gateway.conversation.sessions import Sessions
 from gateway.conversation.store import RedisStore
@@ -35,11 +36,20 @@ from gateway.core.models import (
     utcnow,
 )
 from gateway.core.settings import Settings
-from gateway.turn.ports import AssembledPrompt, DeliveryReport, PromptAssembler, PromptInputs, RagMode, ReplySink
+from gateway.turn.ports import (
+    AssembledPrompt,
+    Capabilities,
+    DeliveryReport,
+    PromptAssembler,
+    PromptInputs,
+    RagMode,
+    ReplySink,
+)
 from gateway.turn.responders import KnowledgeHit, Reply, ReplyRequest, Responder
 
 log = logging.getLogger(__name__)
 
+HANDOFF_MARKER = "[HANDOFF]"  # the model's way to ask for a person (SWITCHBOARD_HANDOFF_LLM_SIGNAL)
 RECENT_FOR_CONTEXT = 21  # the seed's RAG history (20 messages) plus the message being answered
 
 
@@ -100,10 +110,17 @@ class ContextPreparer(Protocol):
 
 @dataclass
 class TurnOutcome:
+    """What a turn did. ``agent_message`` is None when nothing was sent: the conversation is handed off
+    to a person (``turn.trace.suppressed`` says since when and by whom)."""
+
     turn: Turn
     reply: Reply
-    agent_message: Message
+    agent_message: Message | None
     delivery: DeliveryReport
+
+    @property
+    def suppressed(self) -> bool:
+        return self.agent_message is None
 
 
 class _Stopwatch:
@@ -132,6 +149,7 @@ class TurnPipeline:
         events: EventBus,
         metrics: Metrics,
         preparers: Sequence[ContextPreparer] = (),
+        handoffs: Handoffs | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -143,6 +161,11 @@ class TurnPipeline:
         self.events = events
         self.metrics = metrics
         self.preparers = list(preparers)
+        self.handoffs = handoffs
+        # What each installed channel can do (filled as channels are installed): only channels that can be
+        # handed off to a person are ever silenced for one (a live phone call is not).
+        self.capabilities: dict[str, Capabilities] = {}
+        self._phrases = [p.strip().lower() for p in settings.handoff_phrases.split("|") if p.strip()]
 
     async def accept(self, inbound: InboundMessage, *, rag_mode: RagMode = "inline") -> Turn | None:
         """Persist the user message and take a turn ticket; ``None`` for a duplicate delivery."""
@@ -188,34 +211,40 @@ class TurnPipeline:
         clock = _Stopwatch(turn.trace, self.metrics)
         async with self.lock.hold(turn.conversation.id, turn.ticket, self.settings.turn_lock_ttl_s):
             clock.lap("lock_wait")
-            # One deadline for the whole turn: context (retrieval, the search LLM) may use half of it,
-            # the reply (with its retries) what is left; past it the user gets the fallback message.
-            now = asyncio.get_running_loop().time()
-            deadline = now + self.settings.turn_deadline_s
-            prompt = await self.compose(turn, clock, context_deadline=now + self.settings.turn_deadline_s / 2)
-            turn.trace.prompt = prompt.messages
-            turn.trace.sections = prompt.sections
-            for note in prompt.notes:
-                _note(turn, note)
-            clock.lap("prompt")
-            reply = await self._reply(turn, prompt.messages, sink, deadline)
-            clock.lap("llm")
-            agent_message = Message(
-                conversation_id=turn.conversation.id,
-                persona_id=turn.persona.id,
-                role=Role.AGENT,
-                channel=turn.inbound.channel,
-                text=reply.text,
-                turn_id=turn.trace.turn_id,
-                delivery=DeliveryStatus.PENDING,
-            )
-            await self.store.add_message(agent_message)
-            delivery = await self._deliver(sink, reply.text)
-            agent_message.delivery = (
-                DeliveryStatus.DELIVERED if delivery.delivered else DeliveryStatus.FAILED
-            )
-            agent_message.delivery_error = delivery.error
+            handoff = await self._handed_off(turn)
+            if handoff is not None:
+                return await self._silent(turn, t0, handoff)
+            wants_person = self._asks_for_person(turn)
+            if wants_person:
+                turn.trace.handoff = "the user asked for a person"
+                reply = Reply(text=self.settings.handoff_message, responder="handoff")
+            else:
+                # One deadline for the whole turn: context (retrieval, the search LLM) may use half of it,
+                # the reply (with its retries) what is left; past it the user gets the fallback message.
+                now = asyncio.get_running_loop().time()
+                deadline = now + self.settings.turn_deadline_s
+                prompt = await self.compose(turn, clock, context_deadline=now + self.settings.turn_deadline_s / 2)
+                turn.trace.prompt = prompt.messages
+                turn.trace.sections = prompt.sections
+                for note in prompt.notes:
+                    _note(turn, note)
+                clock.lap("prompt")
+                reply = await self._reply(turn, prompt.messages, sink, deadline)
+                clock.lap("llm")
+                reply, wants_person = self._model_handoff(turn, reply)
+            holder = turn.trace.turn_id
+            if self.handoffs is not None and not await self.handoffs.gate_for_bot(turn.conversation.id, holder):
+                # Taken over while this turn ran: the operator answers this message, not the bot.
+                turn.trace.reply = reply.text
+                return await self._silent(turn, t0, await self._handed_off(turn) or "handed off while the turn ran")
+            try:
+                agent_message, delivery = await self._send(turn, reply, sink)
+            finally:
+                if self.handoffs is not None:
+                    await self.handoffs.release_gate(turn.conversation.id, holder)
             clock.lap("deliver")
+            if wants_person and self.handoffs is not None:
+                await self.handoffs.request(turn.conversation.id, turn.trace.handoff or "a person was asked for")
             trace = turn.trace
             trace.agent_message_id = agent_message.id
             trace.reply = reply.text
@@ -232,6 +261,66 @@ class TurnPipeline:
             TurnCompleted(turn.persona.id, turn.conversation.id, turn.trace.turn_id)
         )
         return TurnOutcome(turn=turn, reply=reply, agent_message=agent_message, delivery=delivery)
+
+    async def _send(self, turn: Turn, reply: Reply, sink: ReplySink) -> tuple[Message, DeliveryReport]:
+        """Store the reply as pending, deliver it, and record how that went (stored by ``finish_turn``)."""
+        agent_message = Message(
+                conversation_id=turn.conversation.id,
+                persona_id=turn.persona.id,
+                role=Role.AGENT,
+                channel=turn.inbound.channel,
+                text=reply.text,
+                turn_id=turn.trace.turn_id,
+                delivery=DeliveryStatus.PENDING,
+            )
+        await self.store.add_message(agent_message)
+        delivery = await self._deliver(sink, reply.text)
+        agent_message.delivery = DeliveryStatus.DELIVERED if delivery.delivered else DeliveryStatus.FAILED
+        agent_message.delivery_error = delivery.error
+        return agent_message, delivery
+
+    async def _handed_off(self, turn: Turn) -> str | None:
+        """Why the bot must not answer this conversation now, or None."""
+        if self.handoffs is None or not self._can_hand_off(turn):
+            return None
+        handoff = await self.handoffs.get(turn.conversation.id)
+        if handoff is None:
+            return None
+        if handoff.status == "human":
+            return f"handed off to {handoff.operator}: the operator answers, not the bot"
+        return f"waiting for an operator ({handoff.reason or 'a person was asked for'}): the bot does not answer"
+
+    def _can_hand_off(self, turn: Turn) -> bool:
+        capabilities = self.capabilities.get(turn.inbound.channel)
+        return capabilities is not None and capabilities.handoff
+
+    def _asks_for_person(self, turn: Turn) -> bool:
+        if self.handoffs is None or not self._can_hand_off(turn):
+            return False
+        text = " ".join(turn.inbound.text.lower().split())
+        return any(phrase in text for phrase in self._phrases)
+
+    def _model_handoff(self, turn: Turn, reply: Reply) -> tuple[Reply, bool]:
+        """The model ends a reply with ``[HANDOFF]`` to ask for a person; the marker is never sent."""
+        if (not self.settings.handoff_llm_signal or HANDOFF_MARKER not in reply.text
+                or self.handoffs is None or not self._can_hand_off(turn)):
+            return reply, False
+        text = reply.text.replace(HANDOFF_MARKER, "").strip() or self.settings.handoff_message
+        turn.trace.handoff = "the model asked for a person"
+        return Reply(text=text, model=reply.model, usage=reply.usage, responder=reply.responder), True
+
+    async def _silent(self, turn: Turn, t0: float, why: str) -> TurnOutcome:
+        """Nothing is sent: the user's message is stored and shows live in the console."""
+        trace = turn.trace
+        trace.suppressed = why
+        trace.responder = "handoff"
+        trace.total_ms = round((time.perf_counter() - t0) * 1000, 3)
+        turn.conversation.last_activity_at = utcnow()
+        await self.store.finish_silent_turn(turn.conversation, trace, self.sessions.activity_key)
+        self.metrics.turns.labels(turn.inbound.channel, "handoff").inc()
+        await self.events.publish(TurnCompleted(turn.persona.id, turn.conversation.id, trace.turn_id))
+        return TurnOutcome(turn=turn, reply=Reply(text="", responder="handoff"), agent_message=None,
+                           delivery=DeliveryReport(delivered=False, error=why))
 
     async def compose(self, turn: Turn, clock: _Stopwatch | None = None, pending: Message | None = None,
                       context_deadline: float | None = None) -> AssembledPrompt:

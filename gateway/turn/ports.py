@@ -29,6 +29,7 @@ class Capabilities:
     edit: bool = False
     voice: bool = False
     rag_mode: RagMode = "inline"
+    handoff: bool = True  # a person can take its conversations over from the console (not a live call)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,107 @@
+"""The conversation list as the console shows it: newest activity first, filtered by channel, status
+and text, one page at a time — read from the store's conversation index, never by loading every
+conversation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal
+
+from gateway.conversation.handoff import Handoff
+from gateway.core.models import Conversation
+from gateway.services import Services
+
+Status = Literal["bot", "waiting", "human", "ended"]
+STATUSES: dict[str, str] = {
+    "bot": "Bot answering", "waiting": "Waiting for an operator", "human": "Handed off", "ended": "Ended",
+}
+PAGE_SIZE = 50
+SCAN_BATCH = 250
+
+
+@dataclass(frozen=True)
+class Filters:
+    channel: str = ""
+    status: str = ""
+    text: str = ""
+    offset: int = 0
+
+    @classmethod
+    def of(cls, params) -> Filters:
+        try:
+            offset = max(0, int(params.get("offset", "0")))
+        except ValueError:
+            offset = 0
+        status = params.get("status", "")
+        return cls(channel=params.get("channel", "")[:64], status=status if status in STATUSES else "",
+                   text=params.get("q", "").strip()[:200], offset=offset)
+
+
+@dataclass(frozen=True)
+class Row:
+    conversation: Conversation
+    persona: str
+    last: dict
+    handoff: Handoff | None
+
+    @property
+    def status(self) -> Status:
+        if self.handoff is not None:
+            return self.handoff.status
+        return "ended" if self.conversation.ended_at else "bot"
+
+    @property
+    def last_at(self) -> str:
+        at = self.last.get("at")
+        return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S") if at else ""
+
+
+async def conversation_page(services: Services, filters: Filters) -> tuple[list[Row], bool]:
+    """One page of rows and whether there are more."""
+    assert services.handoffs is not None
+    store, wanted = services.store, filters.offset + PAGE_SIZE + 1
+    if filters.status in ("waiting", "human"):
+        ids = await services.handoffs.listed()
+        rows = await _rows(services, ids)
+        matched = [r for r in rows if _matches(r, filters)]
+    else:
+        matched, start = [], 0
+        while len(matched) < wanted:
+            ids = await store.recent_conversation_ids(start, SCAN_BATCH, filters.channel or None)
+            if not ids:
+                break
+            start += len(ids)
+            matched.extend(r for r in await _rows(services, ids) if _matches(r, filters))
+            if not (filters.text or filters.status) and len(matched) >= wanted:
+                break
+    page = matched[filters.offset:filters.offset + PAGE_SIZE]
+    return await _with_personas(services, page), len(matched) > filters.offset + PAGE_SIZE
+
+
+async def _rows(services: Services, ids: list[str]) -> list[Row]:
+    assert services.handoffs is not None
+    found = await services.store.conversation_rows(ids)
+    handoffs = await services.handoffs.many([c.id for c, _ in found])
+    return [Row(conversation=c, persona="", last=last, handoff=handoffs.get(c.id)) for c, last in found]
+
+
+def _matches(row: Row, filters: Filters) -> bool:
+    if filters.channel and row.conversation.channel != filters.channel:
+        return False
+    if filters.status and row.status != filters.status:
+        return False
+    if filters.text:
+        needle = filters.text.lower()
+        haystack = f"{row.last.get('text', '')} {row.conversation.id} {row.conversation.persona_id}".lower()
+        return needle in haystack
+    return True
+
+
+async def _with_personas(services: Services, rows: list[Row]) -> list[Row]:
+    if not rows:
+        return rows
+    personas = await services.store.get_personas([r.conversation.persona_id for r in rows])
+    names = [p.display_name if p else None for p in personas]
+    return [Row(r.conversation, name or r.conversation.persona_id[:8], r.last, r.handoff)
+            for r, name in zip(rows, names, strict=True)]
