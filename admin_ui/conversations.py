@@ -20,7 +20,10 @@ from gateway.core.errors import GatewayError, NotFound
 from gateway.core.models import Message, Role, TurnTrace
 
 router = APIRouter(prefix=f"{PREFIX}/conversations")
-KEEP_ALIVE_S = 15.0
+KEEP_ALIVE_S = 5.0
+# A stream ends after this long and the browser reconnects at once (then re-reads the page part): an open
+# console tab never holds a server's shutdown for longer than this.
+STREAM_LIFE_S = 15.0
 SELECTED_BY = {"llm_select": "LLM selection", "hybrid_llm": "LLM selection", "queued": "queued job"}
 
 
@@ -50,11 +53,13 @@ async def events(request: Request, signed: Signed = Depends(signed_in)) -> Strea
 async def _stream(request: Request, signed: Signed, only: str | None) -> AsyncIterator[str]:
     feed = signed.services.live_feed
     assert feed is not None
+    loop = asyncio.get_running_loop()
+    ends = loop.time() + STREAM_LIFE_S
     async with feed.listen() as queue:
-        yield "retry: 2000\n: connected\n\n"
-        while not await request.is_disconnected():
+        yield "retry: 250\n: connected\n\n"
+        while not await request.is_disconnected() and loop.time() < ends:
             try:
-                event = await asyncio.wait_for(queue.get(), KEEP_ALIVE_S)
+                event = await asyncio.wait_for(queue.get(), min(KEEP_ALIVE_S, max(0.01, ends - loop.time())))
             except TimeoutError:
                 yield ": keep-alive\n\n"
                 continue

@@ -46,7 +46,13 @@
     });
   }
   var source = new EventSource(target.getAttribute("data-events"));
-  source.onopen = function () { if (state) state.textContent = "live"; target.setAttribute("data-live", "on"); };
+  var opened = false;
+  source.onopen = function () {
+    if (state) state.textContent = "live";
+    target.setAttribute("data-live", "on");
+    if (opened) refresh();  // a reconnect: whatever happened in between is read again
+    opened = true;
+  };
   source.onerror = function () { if (state) state.textContent = "reconnecting…"; };
   source.onmessage = function () {
     if (timer) return;
