@@ -4,6 +4,7 @@ vendor's console), and the counters an operator watches."""
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 
 from fastapi import APIRouter, Depends, Request
@@ -60,6 +61,44 @@ def _counter(services: Services, name: str) -> float:
     )
 
 
+@dataclass(frozen=True)
+class LastHour:
+    turns: int
+    per_minute: list[int]  # oldest minute first, 60 of them
+    p50_ms: float | None
+    p99_ms: float | None
+    llm_errors: int
+    delivery_failures: int
+    handoffs: int
+
+    @property
+    def bars(self) -> list[tuple[int, int, int]]:
+        """(x, height, count) of each minute's bar in a 60 x 40 chart."""
+        top = max(self.per_minute) or 1
+        return [(i, round(40 * n / top), n) for i, n in enumerate(self.per_minute)]
+
+
+async def _last_hour(services: Services) -> LastHour | None:
+    try:
+        rows = await services.store.recent_turns()
+    except Exception:  # Redis down: the status block says so
+        return None
+    now = time.time()
+    recent = [r for r in rows if r[0] >= now - 3600]
+    per_minute = [0] * 60
+    for at, *_ in recent:
+        per_minute[min(59, int((at - (now - 3600)) // 60))] += 1
+    times = sorted(ms for _, ms, responder, _ in recent if responder != "handoff")
+    return LastHour(
+        turns=len(recent), per_minute=per_minute,
+        p50_ms=times[int(0.5 * (len(times) - 1))] if times else None,
+        p99_ms=times[int(0.99 * (len(times) - 1))] if times else None,
+        llm_errors=sum(responder == "fallback" for _, _, responder, _ in recent),
+        delivery_failures=sum(failed for *_, failed in recent),
+        handoffs=sum(responder == "handoff" for _, _, responder, _ in recent),
+    )
+
+
 @router.get("")
 async def overview(request: Request, signed: Signed = Depends(signed_in)) -> Response:
     services = signed.services
@@ -76,4 +115,4 @@ async def overview(request: Request, signed: Signed = Depends(signed_in)) -> Res
         except Exception:  # Redis down: the status block says so
             depths[name] = None
     return page(request, "overview.html", signed, status=await _status(services), channels=_channels(services),
-                counters=counters, depths=depths)
+                counters=counters, depths=depths, hour=await _last_hour(services))

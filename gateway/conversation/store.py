@@ -15,6 +15,8 @@ from gateway.core.models import Conversation, Message, Persona, TurnTrace
 
 DEDUP_TTL_S = 7 * 24 * 3600
 LAST_TEXT_CHARS = 300  # how much of a conversation's last message its list row keeps
+RECENT_TURNS = 5000  # finished turns kept for the console's overview (count per minute, p50/p99)
+RECENT_RETRIEVALS = 20  # live retrievals kept for the console's retrieval test page
 
 
 # What a dedup key guards: a message turned into a turn, a delivery queued in the inbox, a polled update.
@@ -210,6 +212,7 @@ class RedisStore:
         pipe.set(self.key("conv", conversation.id), conversation.model_dump_json())
         pipe.zadd(activity_key, {conversation.id: ts})
         self._put_trace(pipe, trace)
+        self._count_turn(pipe, trace)
         self._announce(pipe, message)
         await pipe.execute()
 
@@ -219,6 +222,7 @@ class RedisStore:
         pipe.set(self.key("conv", conversation.id), conversation.model_dump_json())
         pipe.zadd(activity_key, {conversation.id: conversation.last_activity_at.timestamp()})
         self._put_trace(pipe, trace)
+        self._count_turn(pipe, trace)
         await pipe.execute()
 
     # -- traces --------------------------------------------------------------------------------
@@ -233,6 +237,35 @@ class RedisStore:
         pipe.set(self.key("trace", trace.turn_id), trace.model_dump_json())
         pipe.lrem(listed, 0, trace.turn_id)
         pipe.rpush(listed, trace.turn_id)
+
+    def _count_turn(self, pipe, trace: TurnTrace) -> None:
+        """A finished turn in the recent-turns list (time, ms, responder, delivered) and, when it
+        searched the knowledge base, in the recent-retrievals list."""
+        failed = int(bool(trace.delivery_error))
+        pipe.lpush(self.key("recent", "turns"),
+                   f"{trace.started_at.timestamp():.3f} {trace.total_ms:.1f} {trace.responder} {failed}")
+        pipe.ltrim(self.key("recent", "turns"), 0, RECENT_TURNS - 1)
+        if trace.retrieval is not None:
+            query = next((m.content for m in reversed(trace.prompt) if m.role == "user"), "")
+            pipe.lpush(self.key("recent", "retrievals"), json.dumps({
+                "turn_id": trace.turn_id, "conversation_id": trace.conversation_id, "channel": trace.channel,
+                "at": trace.started_at.timestamp(), "query": query[:LAST_TEXT_CHARS],
+                "strategy": trace.retrieval.strategy, "selected": trace.retrieval.selected[:10],
+                "top": [[c.source, round(c.score, 4)] for c in trace.retrieval.candidates[:5]],
+                "ms": trace.retrieval.timings_ms,
+            }))
+            pipe.ltrim(self.key("recent", "retrievals"), 0, RECENT_RETRIEVALS - 1)
+
+    async def recent_turns(self) -> list[tuple[float, float, str, bool]]:
+        """(started at, ms, responder, delivery failed) of the newest finished turns, newest first."""
+        rows = []
+        for raw in await self.redis.lrange(self.key("recent", "turns"), 0, -1):
+            at, ms, responder, failed = raw.decode().split(" ")
+            rows.append((float(at), float(ms), responder, failed == "1"))
+        return rows
+
+    async def recent_retrievals(self) -> list[dict]:
+        return [json.loads(raw) for raw in await self.redis.lrange(self.key("recent", "retrievals"), 0, -1)]
 
     async def get_trace(self, turn_id: str) -> TurnTrace | None:
         raw = await self.redis.get(self.key("trace", turn_id))
