@@ -17,7 +17,7 @@ STATUSES: dict[str, str] = {
     "bot": "Bot answering", "waiting": "Waiting for an operator", "human": "Handed off", "ended": "Ended",
 }
 PAGE_SIZE = 50
-SCAN_BATCH = 250
+SCAN_BATCH = 1000
 
 
 @dataclass(frozen=True)
@@ -60,23 +60,35 @@ class Row:
 async def conversation_page(services: Services, filters: Filters) -> tuple[list[Row], bool]:
     """One page of rows and whether there are more."""
     assert services.handoffs is not None
-    store, wanted = services.store, filters.offset + PAGE_SIZE + 1
+    store = services.store
     if filters.status in ("waiting", "human"):
         ids = await services.handoffs.listed()
+    elif not (filters.text or filters.status):  # the index gives the page directly
+        ids = await store.recent_conversation_ids(filters.offset, PAGE_SIZE + 1, filters.channel or None)
         rows = await _rows(services, ids)
-        matched = [r for r in rows if _matches(r, filters)]
+        return await _with_personas(services, rows[:PAGE_SIZE]), len(ids) > PAGE_SIZE
     else:
-        matched, start = [], 0
-        while len(matched) < wanted:
-            ids = await store.recent_conversation_ids(start, SCAN_BATCH, filters.channel or None)
-            if not ids:
-                break
-            start += len(ids)
-            matched.extend(r for r in await _rows(services, ids) if _matches(r, filters))
-            if not (filters.text or filters.status) and len(matched) >= wanted:
-                break
-    page = matched[filters.offset:filters.offset + PAGE_SIZE]
-    return await _with_personas(services, page), len(matched) > filters.offset + PAGE_SIZE
+        ids = await _scan(services, filters)
+    rows = [r for r in await _rows(services, ids) if _matches(r, filters)]
+    page = rows[filters.offset:filters.offset + PAGE_SIZE]
+    return await _with_personas(services, page), len(rows) > filters.offset + PAGE_SIZE
+
+
+async def _scan(services: Services, filters: Filters) -> list[str]:
+    """Newest first, the conversations that pass the filters, until one more than the page is found;
+    a text filter alone reads only the index's last-message rows."""
+    store, wanted, found, start = services.store, filters.offset + PAGE_SIZE + 1, [], 0
+    needle = filters.text
+    while len(found) < wanted:
+        ids = await store.recent_conversation_ids(start, SCAN_BATCH, filters.channel or None)
+        if not ids:
+            break
+        start += len(ids)
+        if filters.status:  # "bot" or "ended": the conversation and its handoff decide
+            found.extend(r.conversation.id for r in await _rows(services, ids) if _matches(r, filters))
+            continue
+        found.extend(await store.matching_conversations(ids, needle))
+    return found
 
 
 async def _rows(services: Services, ids: list[str]) -> list[Row]:
@@ -92,7 +104,7 @@ def _matches(row: Row, filters: Filters) -> bool:
     if filters.status and row.status != filters.status:
         return False
     if filters.text:
-        needle = filters.text.lower()
+        needle = filters.text
         haystack = f"{row.last.get('text', '')} {row.conversation.id} {row.conversation.persona_id}".lower()
         return needle in haystack
     return True

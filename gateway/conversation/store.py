@@ -127,6 +127,9 @@ class RedisStore:
         pipe.zadd(self.key("convs"), {message.conversation_id: ts})
         pipe.zadd(self.key("convs", "channel", message.channel), {message.conversation_id: ts})
         pipe.hset(self.key("convs", "last"), message.conversation_id, row)
+        # What the console's text filter searches: lowercased once here, matched as bytes there.
+        pipe.hset(self.key("convs", "search"), message.conversation_id,
+                  f"{message.text[:LAST_TEXT_CHARS]} {message.conversation_id} {message.persona_id}".lower())
         pipe.publish(self.live_channel, row)
 
     async def add_message(self, message: Message) -> None:
@@ -177,6 +180,12 @@ class RedisStore:
             (Conversation.model_validate_json(conv), json.loads(last) if last else {})
             for conv, last in zip(convs, lasts, strict=True) if conv
         ]
+
+    async def matching_conversations(self, ids: list[str], needle: str) -> list[str]:
+        """Those of ``ids`` whose last message (or id, or persona id) contains ``needle``, any case."""
+        wanted = needle.lower().encode()
+        found = await self.redis.hmget(self.key("convs", "search"), ids) if ids else []
+        return [i for i, text in zip(ids, found, strict=True) if text and wanted in text]
 
     async def last_rows(self, ids: list[str]) -> list[dict]:
         raws = await self.redis.hmget(self.key("convs", "last"), ids) if ids else []
