@@ -13,9 +13,9 @@ from collections.abc import AsyncIterator
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import RedirectResponse, Response, StreamingResponse
 
-from admin_ui.conversation_list import STATUSES, Filters, conversation_page
 from admin_ui.render import TEMPLATES, page
 from admin_ui.security import PREFIX, Signed, check_csrf, signed_in
+from gateway.conversation.listing import STATUSES, Filters
 from gateway.core.errors import GatewayError, NotFound
 from gateway.core.models import Message, Role, TurnTrace
 
@@ -32,7 +32,8 @@ async def conversations(request: Request, signed: Signed = Depends(signed_in)) -
     filters = Filters.of(request.query_params)
     problems = []
     try:
-        rows, more = await conversation_page(signed.services, filters)
+        assert signed.services.conversations is not None
+        rows, more = await signed.services.conversations.page(filters)
     except GatewayError as exc:
         rows, more = [], False
         problems.append(str(exc))

@@ -19,6 +19,7 @@ from gateway.conversation.attempt_limit import AttemptLimit
 from gateway.conversation.attributes import CustomerAttributes, PersonaAttributes
 from gateway.conversation.console_sessions import ConsoleSessions
 from gateway.conversation.handoff import Handoffs
+from gateway.conversation.listing import ConversationList
 from gateway.conversation.live_feed import LiveFeed
 from gateway.conversation.memory import Memory
 from gateway.conversation.operators import Operators
@@ -134,6 +135,7 @@ class Services:
     signin_limits: tuple[AttemptLimit, AttemptLimit] | None = None  # failed sign-ins per account, per address
     handoffs: Handoffs | None = None  # who answers each conversation: the bot or a person
     desk: OperatorDesk | None = None  # the operator's side of a handoff
+    conversations: ConversationList | None = None  # the filtered conversation list
     live_feed: LiveFeed | None = None  # stored messages and handoff changes as they happen
     direct_sinks: dict[str, DirectSink] = field(default_factory=dict)
     on_start: list[Hook] = field(default_factory=list)
@@ -239,6 +241,7 @@ class Services:
         services.desk = OperatorDesk(settings, store, handoffs, services.inbox, services.inbox_handlers,
                                      services.direct_sinks, pipeline.capabilities)
         services.live_feed = LiveFeed(store)
+        services.conversations = ConversationList(store, handoffs)
         services.on_stop.append(services.live_feed.stop)
         if consume_inbox if consume_inbox is not None else settings.inbox_consumer:
             services.consumer = InboxConsumer(

@@ -12,6 +12,7 @@ from fastapi import FastAPI
 
 from gateway.core.settings import Settings
 from gateway.http.body_limit import BodyLimit
+from gateway.http.conversations import router as conversations_router
 from gateway.http.documents import PREVIEW_PATH, UPLOAD_PATH
 from gateway.http.documents import router as documents_router
 from gateway.http.errors import install_error_handlers
@@ -65,6 +66,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     app.include_router(knowledge_bases_router)
     app.include_router(documents_router)
     app.include_router(kb_jobs_router)
+    app.include_router(conversations_router)
     include_live_routes(app)
     install_plugins(app, services)
     return app

@@ -128,3 +128,34 @@ def test_a_phone_call_cannot_be_taken_over_mid_call(client, live, console):
     refused = act(console, conversation_id, "take-over")
     assert refused.status_code == 422 and "cannot be taken over mid-call" in refused.text
     assert live.services.handoffs is not None
+
+
+def test_the_admin_api_lists_takes_over_replies_by_sms_and_hands_back(client, live, fake_twilio):
+    admin = {"Authorization": "Bearer admin-secret"}
+    vendors.post_twilio(client, "/channels/twilio/sms", vendors.sms_params("do you rent tandems?"))
+    settle(live)
+    listed = client.get("/api/conversations?channel=twilio_sms", headers=admin).json()["conversations"]
+    [row] = listed
+    assert row["status"] == "bot" and row["last_message"]["text"] == "echo: do you rent tandems?"
+    conversation_id = row["id"]
+    assert client.get("/api/conversations?channel=twilio_sms&q=TANDEMS", headers=admin).json()["conversations"]
+    assert not client.get("/api/conversations?channel=twilio_sms&q=unicycle", headers=admin).json()["conversations"]
+
+    taken = client.post(f"/api/conversations/{conversation_id}/take-over", json={"operator": "sam"}, headers=admin)
+    assert taken.json() == {"conversation_id": conversation_id, "status": "human", "operator": "sam"}
+    other = client.post(f"/api/conversations/{conversation_id}/reply", json={"operator": "kim", "text": "hi"},
+                        headers=admin)
+    assert other.status_code == 409 and "sam has taken over" in other.json()["message"]
+    sent = client.post(f"/api/conversations/{conversation_id}/reply",
+                       json={"operator": "sam", "text": "Yes, tandems are 50 euros a day."}, headers=admin)
+    assert sent.json()["role"] == "operator" and sent.json()["delivery"] == "delivered"
+    assert fake_twilio.sent_texts(to=vendors.CALLER)[-1] == "Yes, tandems are 50 euros a day."
+    waiting = client.get("/api/conversations?status=human", headers=admin).json()["conversations"]
+    assert [(c["id"], c["operator"]) for c in waiting] == [(conversation_id, "sam")]
+
+    client.post(f"/api/conversations/{conversation_id}/hand-back", json={"operator": "sam"}, headers=admin)
+    detail = client.get(f"/api/conversations/{conversation_id}", headers=admin).json()
+    assert detail["handoff"] is None and detail["can_hand_off"] is True
+    assert [m["role"] for m in detail["messages"]] == ["user", "agent", "system", "operator", "system"]
+    assert detail["traces"][0]["reply"] == "echo: do you rent tandems?"
+    assert client.get("/api/conversations", headers={"Authorization": "Bearer wrong"}).status_code == 401

@@ -1,0 +1,123 @@
+"""The conversation list (the console's and ``GET /api/conversations``): newest activity first,
+filtered by channel, status and text, one page at a time — read from the store's conversation
+index, never by loading every conversation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal
+
+from gateway.conversation.handoff import Handoff, Handoffs
+from gateway.conversation.store import RedisStore
+from gateway.core.models import Conversation
+
+Status = Literal["bot", "waiting", "human", "ended"]
+STATUSES: dict[str, str] = {
+    "bot": "Bot answering", "waiting": "Waiting for an operator", "human": "Handed off", "ended": "Ended",
+}
+PAGE_SIZE = 50
+SCAN_BATCH = 1000
+
+
+@dataclass(frozen=True)
+class Filters:
+    channel: str = ""
+    status: str = ""
+    text: str = ""
+    offset: int = 0
+
+    @classmethod
+    def of(cls, params) -> Filters:
+        try:
+            offset = max(0, int(params.get("offset", "0")))
+        except ValueError:
+            offset = 0
+        status = params.get("status", "")
+        return cls(channel=params.get("channel", "")[:64], status=status if status in STATUSES else "",
+                   text=params.get("q", "").strip()[:200], offset=offset)
+
+
+@dataclass(frozen=True)
+class Row:
+    conversation: Conversation
+    persona: str
+    last: dict
+    handoff: Handoff | None
+
+    @property
+    def status(self) -> Status:
+        if self.handoff is not None:
+            return self.handoff.status
+        return "ended" if self.conversation.ended_at else "bot"
+
+    @property
+    def last_at(self) -> str:
+        at = self.last.get("at")
+        return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S") if at else ""
+
+
+class ConversationList:
+    def __init__(self, store: RedisStore, handoffs: Handoffs) -> None:
+        self.store = store
+        self.handoffs = handoffs
+
+    async def page(self, filters: Filters) -> tuple[list[Row], bool]:
+        """One page of rows and whether there are more."""
+        store = self.store
+        if filters.status in ("waiting", "human"):
+            ids = await self.handoffs.listed()
+        elif not (filters.text or filters.status):  # the index gives the page directly
+            ids = await store.recent_conversation_ids(filters.offset, PAGE_SIZE + 1, filters.channel or None)
+            rows = await self._rows(ids)
+            return await self._with_personas(rows[:PAGE_SIZE]), len(ids) > PAGE_SIZE
+        else:
+            ids = await self._scan(filters)
+        rows = [r for r in await self._rows(ids) if self._matches(r, filters)]
+        page = rows[filters.offset:filters.offset + PAGE_SIZE]
+        return await self._with_personas(page), len(rows) > filters.offset + PAGE_SIZE
+
+
+    async def _scan(self, filters: Filters) -> list[str]:
+        """Newest first, the conversations that pass the filters, until one more than the page is found;
+        a text filter alone reads only the index's last-message rows."""
+        store, wanted, found, start = self.store, filters.offset + PAGE_SIZE + 1, [], 0
+        needle = filters.text
+        while len(found) < wanted:
+            ids = await store.recent_conversation_ids(start, SCAN_BATCH, filters.channel or None)
+            if not ids:
+                break
+            start += len(ids)
+            if filters.status:  # "bot" or "ended": the conversation and its handoff decide
+                found.extend(r.conversation.id for r in await self._rows(ids) if self._matches(r, filters))
+                continue
+            found.extend(await store.matching_conversations(ids, needle))
+        return found
+
+
+    async def _rows(self, ids: list[str]) -> list[Row]:
+        found = await self.store.conversation_rows(ids)
+        handoffs = await self.handoffs.many([c.id for c, _ in found])
+        return [Row(conversation=c, persona="", last=last, handoff=handoffs.get(c.id)) for c, last in found]
+
+
+    @staticmethod
+    def _matches(row: Row, filters: Filters) -> bool:
+        if filters.channel and row.conversation.channel != filters.channel:
+            return False
+        if filters.status and row.status != filters.status:
+            return False
+        if filters.text:
+            needle = filters.text.lower()
+            haystack = f"{row.last.get('text', '')} {row.conversation.id} {row.conversation.persona_id}".lower()
+            return needle in haystack
+        return True
+
+
+    async def _with_personas(self, rows: list[Row]) -> list[Row]:
+        if not rows:
+            return rows
+        personas = await self.store.get_personas([r.conversation.persona_id for r in rows])
+        names = [p.display_name if p else None for p in personas]
+        return [Row(r.conversation, name or r.conversation.persona_id[:8], r.last, r.handoff)
+                for r, name in zip(rows, names, strict=True)]
