@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import redis
 from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
@@ -12,7 +13,8 @@ from fastapi.staticfiles import StaticFiles
 from admin_ui import conversations, inbox, knowledge, operators, overview, signin
 from admin_ui.render import page
 from admin_ui.security import PREFIX, BadCsrf, NotAllowed, SecurityHeaders, SignInRequired, sign_in_url
-from gateway.channel import ChannelContext
+from gateway.channel import ChannelContext, GatewayError, failure
+from gateway.http.errors import error_response
 
 
 async def _sign_in(request: Request, exc: SignInRequired) -> Response:
@@ -30,11 +32,26 @@ async def _bad_csrf(request: Request, exc: BadCsrf) -> Response:
                 back=PREFIX)
 
 
+async def _failure(request: Request, exc: Exception) -> Response:
+    """Redis or the knowledge base away (or any domain error a page did not handle): on a console page
+    an HTML page that says which, with a way back; elsewhere the JSON API's answer, unchanged."""
+    status, kind, message = failure(exc)
+    if not request.url.path.startswith(PREFIX):
+        return error_response(status, kind, message)
+    if status >= 500 and isinstance(exc, redis.RedisError):
+        message = (f"{message}. The console keeps its sessions in Redis, so it cannot be used until Redis is back; "
+                   "the overview at /readyz says what else is down.")
+    return page(request, "message.html", None, status, heading="Not available right now" if status >= 500
+                else "Refused", message=message, back=PREFIX)
+
+
 def install(app: FastAPI, context: ChannelContext) -> None:
     app.add_middleware(SecurityHeaders)
     app.add_exception_handler(SignInRequired, _sign_in)
     app.add_exception_handler(NotAllowed, _not_allowed)
     app.add_exception_handler(BadCsrf, _bad_csrf)
+    app.add_exception_handler(redis.RedisError, _failure)
+    app.add_exception_handler(GatewayError, _failure)
     app.mount(f"{PREFIX}/static", StaticFiles(directory=Path(__file__).parent / "static"), name="console-static")
     for module in (signin, overview, operators, knowledge, inbox, conversations):
         app.include_router(module.router)
