@@ -42,10 +42,12 @@ from gateway.jobs.embedded import EmbeddedRedis
 from gateway.jobs.mutex import RedisMutex
 from gateway.jobs.registry import JobHandler
 from gateway.jobs.worker import QUEUES, InProcessWorker
+from gateway.knowledge.agentic import AgenticResponder
 from gateway.knowledge.appends import APPEND_TEXT_JOB, CRAWL_JOB, KnowledgeAppends, PageShaper
 from gateway.knowledge.crawler import Crawler, CrawlLimits
 from gateway.knowledge.demo import load_demo_knowledge
 from gateway.knowledge.ingest_jobs import IngestJobs
+from gateway.knowledge.kb_tool import KnowledgeTool, ToolSupport
 from gateway.knowledge.rag_preparation import PREPARE_RAG_JOB, PrepareRagContext
 from gateway.knowledge.search import Knowledge
 from gateway.knowledge.topic_writer import TopicWriter
@@ -177,13 +179,18 @@ class Services:
         mutex = RedisMutex(redis, store.prefix)
         knowledge = Knowledge(settings, llm, document_lock=lambda doc_id: mutex.hold(f"document:{doc_id}"))
         rag_modes: dict[str, RagMode] = {}  # filled by the channels as they are installed
-        rag = PrepareRagContext(settings, knowledge, persona_attributes, memory, queues["rag"], rag_modes)
+        tool_support = ToolSupport(settings.llm_supports_tools and llm is not None)
+        rag = PrepareRagContext(settings, knowledge, persona_attributes, memory, queues["rag"], rag_modes,
+                                tool_support)
         events.subscribe(ConversationStarted, rag.on_conversation_started)
         responder: Responder = (
             LLMResponder(llm)
             if llm
             else OfflineResponder(settings, topic_count=lambda: knowledge.kb.count(label="rag_context"))
         )
+        if llm is not None:
+            tool = KnowledgeTool(knowledge, [n.strip() for n in settings.retrieval_kbs.split(",") if n.strip()])
+            responder = AgenticResponder(llm, responder, tool, tool_support, settings.agent_max_tool_calls)
         live = LiveContext.build(
             settings, store, persona_attributes, customer_attributes, memory, llm, queues, metrics, clock, resolver
         )

@@ -144,6 +144,19 @@ class RetrievalTrace(BaseModel):
     timings_ms: dict[str, float] = Field(default_factory=dict)
 
 
+class ToolCallTrace(BaseModel):
+    """One tool call the model made in a turn (agentic retrieval), as the console shows it."""
+
+    name: str
+    arguments: dict = Field(default_factory=dict)
+    result_count: int = 0
+    knowledge_bases: list[str] = Field(default_factory=list)
+    failed_kbs: list[str] = Field(default_factory=list)
+    sources: list[str] = Field(default_factory=list)  # the topics it returned, best first
+    ms: float = 0.0
+    error: Text | None = None
+
+
 class TurnTrace(BaseModel):
     # Filled field by field as the turn goes; every assignment is checked so the trace always stores.
     model_config = ConfigDict(validate_assignment=True)
@@ -161,6 +174,7 @@ class TurnTrace(BaseModel):
     stages: list[StageTiming] = Field(default_factory=list)
     usage: TokenUsage | None = None
     retrieval: RetrievalTrace | None = None
+    tool_calls: list[ToolCallTrace] = Field(default_factory=list)  # agentic retrieval: what the model searched
     sections: dict[str, dict[str, int | bool]] = Field(default_factory=dict)
     error: Text | None = None
     delivery_error: Text | None = None

@@ -163,6 +163,10 @@ class Settings(BaseSettings):
     max_value_chars: int = Field(default=100_000, ge=1000)  # an attribute value or persona section (admin API)
 
     # Knowledge bases and document ingestion
+    # inline: retrieve before every reply; agentic: the model gets a query_knowledge tool and decides
+    retrieval_mode: Literal["inline", "agentic"] = "inline"
+    agent_max_tool_calls: int = Field(default=4, ge=1, le=20)  # tool calls one agentic turn may make
+    llm_supports_tools: bool = True  # false: the model cannot call tools, so agentic retrieval stays inline
     retrieval_kbs: str = ""  # comma-separated knowledge bases a turn retrieves from; empty: all of them
     max_upload_mb: int = Field(default=50, ge=1)  # one uploaded file; refused (413) past this, before it is kept
     chunking: Literal["recursive", "paragraph", "sentence", "fixed"] = "recursive"  # a new knowledge base's default

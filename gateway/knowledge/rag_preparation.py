@@ -22,6 +22,7 @@ from gateway.core.events import ConversationStarted
 from gateway.core.models import CandidateTrace, Message, RetrievalTrace, Role
 from gateway.core.settings import Settings
 from gateway.jobs.registry import run_job
+from gateway.knowledge.kb_tool import POLICY, ToolSupport
 from gateway.turn.pipeline import Turn
 from gateway.turn.ports import RagMode
 from gateway.turn.responders import KnowledgeHit
@@ -65,6 +66,7 @@ class PrepareRagContext:
         memory: Memory,
         queue: Queue,
         rag_modes: Mapping[str, RagMode] | None = None,
+        tool_support: ToolSupport | None = None,
     ) -> None:
         self.settings = settings
         # Each channel's rag mode, by name, as the channels registered them (read when a conversation starts).
@@ -73,6 +75,7 @@ class PrepareRagContext:
         self.attributes = attributes
         self.memory = memory
         self.queue = queue
+        self.tool_support = tool_support  # agentic retrieval needs a model that can call tools
 
     # -- the algorithm -------------------------------------------------------------------------
     async def prepare_for(
@@ -93,6 +96,12 @@ class PrepareRagContext:
 
     # -- the pipeline hook ---------------------------------------------------------------------
     async def prepare(self, turn: Turn) -> None:
+        if self._agentic(turn):
+            turn.agentic = True
+            turn.rag = POLICY  # where the knowledge would go, the prompt says how to search for it
+            turn.trace.retrieval = RetrievalTrace(
+                strategy="agentic", skipped="agentic retrieval: the model searches with query_knowledge itself")
+            return
         if turn.rag_mode == "queued":
             await self._queued(turn)
             return
@@ -107,6 +116,12 @@ class PrepareRagContext:
         turn.rag = format_rag(result.topics)
         turn.hits = knowledge_hits(result)
         turn.trace.retrieval = retrieval_trace(result)
+
+    def _agentic(self, turn: Turn) -> bool:
+        """Agentic for chat turns whose model can call tools; a phone call keeps queued inline retrieval
+        (a tool round trip would be a second of silence)."""
+        return (self.settings.retrieval_mode == "agentic" and turn.rag_mode == "inline"
+                and self.tool_support is not None and self.tool_support.supported)
 
     async def _queued(self, turn: Turn) -> None:
         t0 = time.perf_counter()

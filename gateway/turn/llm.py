@@ -31,6 +31,27 @@ class Completion:
     usage: TokenUsage
 
 
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # JSON text, as the model wrote it
+
+
+@dataclass
+class ToolStep:
+    """One model call with tools: its text (streamed through ``on_delta`` when given) and the tools
+    it asked for (none means the text is the answer)."""
+
+    text: str
+    calls: list[ToolCall]
+    usage: TokenUsage
+
+
+class ToolsUnsupported(LLMError):
+    """The server refused a request because it carried tools: this model cannot call them."""
+
+
 def _wire(messages: Sequence[PromptMessage]) -> list[dict[str, str]]:
     return [{"role": m.role, "content": m.content} for m in messages]  # PromptMessage text is already clean
 
@@ -135,6 +156,54 @@ class LLMClient:
             raise LLMError(f"language model stream failed: malformed event ({type(exc).__name__})") from exc
         if not produced:
             raise LLMError("language model stream ended without any text")
+
+    async def tool_step(self, messages: list[dict], tools: list[dict], on_delta=None, *,
+                        final: bool = False) -> ToolStep:
+        """One chat completion offered ``tools``; streamed when ``on_delta`` is given (text deltas go
+        out as they come, tool-call fragments are assembled). ``final``: the tools stay described but
+        may not be called (the answer must come now)."""
+        body = {"model": self.model, "messages": messages, "tools": tools, "tool_choice": "none" if final else "auto",
+                "temperature": self.settings.llm_temperature}
+        usage = TokenUsage()
+        try:
+            if on_delta is None:
+                resp = await self._chat(body)
+                if not isinstance(resp, ChatCompletion):
+                    raise LLMError(f"tool step failed: the server answered {_describe_body(resp)}")
+                message = resp.choices[0].message if resp.choices else None
+                calls = [ToolCall(c.id, c.function.name, c.function.arguments or "{}")
+                         for c in (message.tool_calls or []) if message and c.function] if message else []
+                return ToolStep(text=_first_text(resp), calls=calls, usage=_usage(resp.usage))
+            stream = await self._chat({**body, "stream_options": {"include_usage": True}}, stream=True)
+            if not isinstance(stream, AsyncStream):
+                raise LLMError(f"tool step failed: the server answered {_describe_body(stream)}")
+            parts: list[str] = []
+            pending: dict[int, dict[str, str]] = {}
+            async for chunk in stream:
+                if getattr(chunk, "usage", None) is not None:
+                    usage = _usage(chunk.usage)
+                for choice in chunk.choices or ():
+                    delta = choice.delta
+                    if delta is None:
+                        continue
+                    if isinstance(delta.content, str) and delta.content:
+                        parts.append(scrub(delta.content))
+                        await on_delta(parts[-1])
+                    for fragment in delta.tool_calls or ():
+                        call = pending.setdefault(fragment.index, {"id": "", "name": "", "arguments": ""})
+                        call["id"] = fragment.id or call["id"]
+                        if fragment.function is not None:
+                            call["name"] += fragment.function.name or ""
+                            call["arguments"] += fragment.function.arguments or ""
+            calls = [ToolCall(c["id"] or f"call_{i}", c["name"], c["arguments"] or "{}")
+                     for i, c in sorted(pending.items())]
+            return ToolStep(text="".join(parts), calls=calls, usage=usage)
+        except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
+            raise ToolsUnsupported(f"the model server refused tools ({type(exc).__name__})") from exc
+        except openai.OpenAIError as exc:
+            raise LLMError(f"tool step failed: {type(exc).__name__}") from exc
+        except _MALFORMED as exc:
+            raise LLMError(f"tool step failed: malformed answer ({type(exc).__name__})") from exc
 
     async def structured_generation(self, prompt: str, schema: dict) -> dict:
         """Ask for JSON matching ``schema``, validate it, retry once; ``StructuredOutputError`` after."""

@@ -69,9 +69,10 @@ class Turn:
     rag: str = ""
     hits: list[KnowledgeHit] = field(default_factory=list)
     rag_mode: RagMode = "inline"
+    agentic: bool = False  # the model searches with a tool (set by the RAG preparer); nothing was injected
 
     # What ``run`` works out again from the store when it starts; everything else is saved.
-    RECOMPUTED = frozenset({"memory", "recent", "rag", "hits"})
+    RECOMPUTED = frozenset({"memory", "recent", "rag", "hits", "agentic"})
 
     def snapshot(self) -> str:
         """The accepted turn as JSON, to run it in another process (after a crash)."""
@@ -251,6 +252,7 @@ class TurnPipeline:
             trace.model = reply.model
             trace.responder = reply.responder
             trace.usage = reply.usage
+            trace.tool_calls = reply.tool_calls
             trace.delivery_error = delivery.error
             trace.total_ms = round((time.perf_counter() - t0) * 1000, 3)
             turn.conversation.last_activity_at = utcnow()
@@ -396,7 +398,7 @@ class TurnPipeline:
     async def _reply(self, turn: Turn, prompt, sink: ReplySink, deadline: float) -> Reply:
         """The responder's reply, or the fallback message once, with the reason in the trace."""
         request = ReplyRequest(
-            prompt=prompt, hits=turn.hits, on_delta=sink.delta if sink.streaming else None
+            prompt=prompt, hits=turn.hits, on_delta=sink.delta if sink.streaming else None, agentic=turn.agentic
         )
         try:
             async with asyncio.timeout_at(deadline):

@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from gateway.core.models import PromptMessage, TokenUsage
+from gateway.core.models import PromptMessage, TokenUsage, ToolCallTrace
 from gateway.core.settings import Settings
 from gateway.turn.llm import LLMClient
 from rag_core.tokenizer import tokenize
@@ -30,6 +30,7 @@ class ReplyRequest:
     prompt: Sequence[PromptMessage]
     hits: Sequence[KnowledgeHit] = ()
     on_delta: DeltaCallback | None = None
+    agentic: bool = False  # the model searches the knowledge base itself (query_knowledge); none was injected
 
 
 @dataclass
@@ -38,6 +39,7 @@ class Reply:
     responder: str
     model: str | None = None
     usage: TokenUsage = field(default_factory=TokenUsage)
+    tool_calls: list[ToolCallTrace] = field(default_factory=list)
 
 
 class Responder(Protocol):

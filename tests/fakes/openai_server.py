@@ -27,6 +27,8 @@ class Scripted:
     content_type: str = "application/json"
     events: list[str] | None = None  # server-sent events sent as they are, for a streaming request
     choices: list | None = None  # the completion's "choices", when not the usual one
+    tool_calls: list[tuple[str, dict]] | None = None  # (name, arguments) the model asks for, plain or streamed
+    fail_after_chars: int | None = None  # a stream that breaks after this much text
 
 
 @dataclass
@@ -34,6 +36,7 @@ class FakeOpenAI:
     requests: list[dict] = field(default_factory=list)
     script: deque[Scripted] = field(default_factory=deque)
     default_delay_s: float = 0.0
+    reject_tools: bool = False  # answer 400 to any request that carries tools, as a model without them does
     chunk_chars: int = 4
     chunk_delay_s: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -52,6 +55,13 @@ class FakeOpenAI:
 
     def script_choices(self, choices: list) -> None:
         self.script.append(Scripted(choices=choices))
+
+    def script_tool_calls(self, *calls: tuple[str, dict], text: str = "") -> None:
+        """The next answer asks for these tool calls (``text`` said before them, if any)."""
+        self.script.append(Scripted(text=text, tool_calls=list(calls)))
+
+    def script_broken_stream(self, text: str, after_chars: int) -> None:
+        self.script.append(Scripted(text=text, fail_after_chars=after_chars))
 
     def fail_next(self, status: int = 500, times: int = 1) -> None:
         for _ in range(times):
@@ -72,6 +82,9 @@ class FakeOpenAI:
         async def chat(request: Request):
             body = await request.json()
             fake.requests.append({"path": request.url.path, "body": body, "headers": dict(request.headers)})
+            if fake.reject_tools and body.get("tools"):
+                return JSONResponse({"error": {"message": "tools are not supported by this model",
+                                               "type": "invalid_request_error", "param": "tools"}}, status_code=400)
             step = fake._next() or Scripted()
             delay = step.delay_s or fake.default_delay_s
             if delay:
@@ -89,6 +102,23 @@ class FakeOpenAI:
                 text = f"echo: {users[-1] if users else ''}"
             usage = {"prompt_tokens": 11, "completion_tokens": max(1, len(text) // 4),
                      "total_tokens": 11 + max(1, len(text) // 4)}
+            if step.tool_calls is not None and body.get("tool_choice") == "none":
+                step = Scripted(text=step.text or None)  # tools may not be called now: the model answers
+                text = step.text or f"echo: {[m for m in body['messages'] if m['role'] == 'user'][-1]['content']}"
+            if step.tool_calls is not None:
+                calls = [{"id": f"call_{len(fake.requests)}_{i}", "type": "function",
+                          "function": {"name": name, "arguments": json.dumps(args)}}
+                         for i, (name, args) in enumerate(step.tool_calls)]
+                if body.get("stream"):
+                    return StreamingResponse(_tool_stream(body["model"], text, calls, usage),
+                                             media_type="text/event-stream")
+                return {"id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
+                        "model": body["model"], "usage": usage, "choices": [{
+                            "index": 0, "finish_reason": "tool_calls",
+                            "message": {"role": "assistant", "content": text or None, "tool_calls": calls}}]}
+            if step.fail_after_chars is not None:
+                return StreamingResponse(_broken_stream(body["model"], text, step.fail_after_chars),
+                                         media_type="text/event-stream")
             if body.get("stream"):
                 return StreamingResponse(_stream(body["model"], text, fake.chunk_chars, usage, fake.chunk_delay_s),
                                          media_type="text/event-stream")
@@ -132,3 +162,30 @@ async def _stream(model: str, text: str, size: int, usage: dict, delay_s: float 
 async def _raw_events(events: list[str]):
     for event in events:
         yield event
+
+
+async def _tool_stream(model: str, text: str, calls: list[dict], usage: dict):
+    """Text (if any), then each tool call in fragments, as OpenAI streams them."""
+    base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time()), "model": model}
+
+    def chunk(delta: dict, finish: str | None = None) -> str:
+        return f"data: {json.dumps({**base, 'choices': [{'index': 0, 'delta': delta, 'finish_reason': finish}]})}\n\n"
+
+    if text:
+        yield chunk({"role": "assistant", "content": text})
+    for i, call in enumerate(calls):
+        arguments = call["function"]["arguments"]
+        yield chunk({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
+                                     "function": {"name": call["function"]["name"], "arguments": ""}}]})
+        for k in range(0, len(arguments), 7):
+            yield chunk({"tool_calls": [{"index": i, "function": {"arguments": arguments[k:k + 7]}}]})
+    yield chunk({}, "tool_calls")
+    yield f"data: {json.dumps({**base, 'choices': [], 'usage': usage})}\n\n"
+    yield "data: [DONE]\n\n"
+
+
+async def _broken_stream(model: str, text: str, after: int):
+    """Some text, then the connection drops mid-answer."""
+    base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time()), "model": model}
+    yield f"data: {json.dumps({**base, 'choices': [{'index': 0, 'delta': {'content': text[:after]}}]})}\n\n"
+    raise ConnectionResetError("the model server dropped the stream")
