@@ -24,7 +24,8 @@ KEEP_ALIVE_S = 5.0
 # A stream ends after this long and the browser reconnects at once (then re-reads the page part): an open
 # console tab never holds a server's shutdown for longer than this.
 STREAM_LIFE_S = 15.0
-SELECTED_BY = {"llm_select": "LLM selection", "hybrid_llm": "LLM selection", "queued": "queued job"}
+SELECTED_BY = {"llm_select": "LLM selection", "hybrid_llm": "LLM selection", "queued": "queued job",
+               "agentic": "the model's tool calls"}
 
 
 @router.get("")

@@ -1,0 +1,32 @@
+"""A conversation's page shows each turn's trace: stages, retrieval, and an agentic turn's tool calls."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+from pydantic import SecretStr
+
+from gateway.http.app import create_app
+from gateway.knowledge.kb_tool import NAME
+from tests.admin_ui.conftest import PASSWORD, sign_in
+from tests.fakes.live_server import LiveServer
+
+
+def test_an_agentic_turn_shows_its_tool_calls(settings, fake_openai):
+    configured = settings.model_copy(update={"admin_password": SecretStr(PASSWORD), "admin_user": "root",
+                                             "retrieval_mode": "agentic"})
+    fake_openai.script_tool_calls((NAME, {"action": "query", "kb_id": "main", "query_text": "winter storage"}))
+    fake_openai.script_reply("We store bikes over winter.")
+    with LiveServer(create_app(configured)) as server, httpx.Client(base_url=server.url, timeout=30) as client:
+        session = client.post("/api/chat/sessions").json()
+        answer = client.post(f"/api/chat/sessions/{session['session_id']}/messages", json={"text": "winter?"},
+                             headers={"Authorization": f"Bearer {session['token']}"}).json()
+        assert answer["reply"]["text"] == "We store bikes over winter."
+        sign_in(client)
+        listing = client.get("/admin/conversations").text
+        conversation_id = re.search(r'/admin/conversations/([0-9a-f]{32})"', listing).group(1)
+        page = client.get(f"/admin/conversations/{conversation_id}").text
+    assert "Tool calls (the model searched)" in page and "selected by the model&#39;s tool calls" in page
+    assert "query_knowledge" in page and "winter storage" in page
+    assert re.search(r'<table aria-label="Stages">.*?<td>llm</td>', page, re.S)
