@@ -22,8 +22,6 @@ NAV = (
     ("Inbox", "/admin/inbox"),
 )
 ADMIN_NAV = (("Operators", "/admin/operators"),)
-# Screens that exist so far; the others are listed as not built yet.
-BUILT = {"/admin", "/admin/operators", "/admin/knowledge", "/admin/inbox", "/admin/conversations"}
 
 
 def page(
@@ -34,7 +32,7 @@ def page(
         request, template,
         {
             "signed": signed, "csrf": signed.session.csrf if signed else "", "current": request.url.path,
-            "nav": [(name, href, href in BUILT) for name, href in nav], **context,
+            "nav": nav, **context,
         },
         status_code=status_code,
     )

@@ -21,6 +21,7 @@ router = APIRouter(prefix="/api/templates", route_class=AdminRoute)
 
 class TemplateBody(BaseModel):
     source: str
+    expected_version: str | None = None  # the ``version`` read before editing: a save after another is 409
 
 
 class TemplateOut(BaseModel):
@@ -30,13 +31,14 @@ class TemplateOut(BaseModel):
     saved_at: datetime | None
     previous_versions: int
     variables: list[str]
+    version: str
 
 
 def _out(version: TemplateVersion) -> TemplateOut:
     return TemplateOut(
         name=version.name, source=version.source, is_default=version.is_default,
         saved_at=version.saved_at, previous_versions=version.previous_versions,
-        variables=sorted(TEMPLATE_VARIABLES[version.name]),
+        variables=sorted(TEMPLATE_VARIABLES[version.name]), version=version.fingerprint,
     )
 
 
@@ -57,7 +59,7 @@ async def put_template(name: str, body: TemplateBody, services: Services = Depen
         raise PayloadTooLarge(
             f"source is {len(body.source)} characters; the limit is {limit} (SWITCHBOARD_MAX_VALUE_CHARS)")
     budget = RenderBudget.from_settings(services.settings)
-    return _out(await services.live.templates.put(name, body.source, budget))
+    return _out(await services.live.templates.put(name, body.source, budget, expected=body.expected_version))
 
 
 @router.get("/{name}/versions")

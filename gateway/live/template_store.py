@@ -10,16 +10,18 @@ exceeded; the old version stays live.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 from dataclasses import dataclass
 from datetime import datetime
 from importlib import resources
 
 from jinja2 import StrictUndefined, Template, TemplateSyntaxError, meta, nodes
+from redis.exceptions import WatchError
 
 from gateway.conversation.store import RedisStore
 from gateway.core.clock import Clock
-from gateway.core.errors import InvalidInput, NotFound, PayloadTooLarge
+from gateway.core.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge
 from gateway.live.template_render import RenderBudget, render, template_line
 from gateway.live.template_sandbox import BoundedSandbox, OverBudget
 from rag_core.clean_text import scrub_deep
@@ -76,6 +78,15 @@ class TemplateVersion:
     saved_at: datetime | None = None
     previous_versions: int = 0
 
+    @property
+    def fingerprint(self) -> str:
+        """What an editor saw when it opened the template; a save that brings another one is stale."""
+        return hashlib.sha256(self.source.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+class TemplateChanged(Conflict):
+    """Someone saved the template after the editor opened it: this save would overwrite their change."""
+
 
 @functools.cache
 def default_source(name: str) -> str:
@@ -119,17 +130,30 @@ class TemplateStore:
             out.append(TemplateVersion(name, saved["source"], saved["saved_at"] is None, saved_at))
         return out
 
-    async def put(self, name: str, source: str, budget: RenderBudget | None = None) -> TemplateVersion:
+    async def put(self, name: str, source: str, budget: RenderBudget | None = None, *,
+                  expected: str | None = None) -> TemplateVersion:
+        """Save a new version (the old one goes to the history). With ``expected`` (the fingerprint the
+        editor opened), a save after someone else's is refused with ``TemplateChanged`` — atomically:
+        the write happens only if the stored version did not change since it was read."""
         await self.check(name, source, budget)
-        previous = await self.get(name)
-        saved_at = self.clock.now()
-        old = {"source": previous.source,
-               "saved_at": previous.saved_at.isoformat() if previous.saved_at else None}
-        pipe = self.store.redis.pipeline(transaction=True)
-        pipe.lpush(self._key(name, "history"), json.dumps(old))
-        pipe.ltrim(self._key(name, "history"), 0, HISTORY - 1)
-        pipe.set(self._key(name), json.dumps({"source": source, "saved_at": saved_at.isoformat()}))
-        await pipe.execute()
+        async with self.store.redis.pipeline(transaction=True) as pipe:
+            await pipe.watch(self._key(name))
+            previous = await self.get(name)
+            if expected is not None and previous.fingerprint != expected:
+                raise TemplateChanged(f"template {name!r} was changed by someone else since you opened it; "
+                                      "reload to see their version (yours is kept below) and save again")
+            saved_at = self.clock.now()
+            old = {"source": previous.source,
+                   "saved_at": previous.saved_at.isoformat() if previous.saved_at else None}
+            pipe.multi()
+            pipe.lpush(self._key(name, "history"), json.dumps(old))
+            pipe.ltrim(self._key(name, "history"), 0, HISTORY - 1)
+            pipe.set(self._key(name), json.dumps({"source": source, "saved_at": saved_at.isoformat()}))
+            try:
+                await pipe.execute()
+            except WatchError:
+                raise TemplateChanged(f"template {name!r} was saved by someone else at the same moment; "
+                                      "reload and save again") from None
         return await self.get(name)
 
     async def check(self, name: str, source: str, budget: RenderBudget | None = None) -> Template:

@@ -32,3 +32,18 @@ def sign_in(client: httpx.Client, username: str = "root", password: str = PASSWO
     token = re.search(r'name="login_token" value="([^"]+)"', form).group(1)
     return client.post("/admin/login", data={"username": username, "password": password, "login_token": token,
                                              "next": "/admin"})
+
+
+@pytest.fixture
+def admin(console) -> Iterator[httpx.Client]:
+    """A client signed in as the first admin."""
+    with httpx.Client(base_url=console.url, timeout=30) as client:
+        sign_in(client)
+        yield client
+
+
+def add_operator(admin: httpx.Client, username: str = "olga", password: str = "operator password") -> None:
+    page = admin.get("/admin/operators").text
+    answer = admin.post("/admin/operators", data={"csrf_token": csrf_of(page), "username": username,
+                                                  "password": password, "role": "operator"})
+    assert answer.status_code == 303, answer.text

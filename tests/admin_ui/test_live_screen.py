@@ -1,0 +1,71 @@
+"""The Live data screen over HTTP: typed forms validated by the attributes' own rules (errors next to
+the field, what was typed kept), the calendar following a change of business hours and closed
+dates, custom sections of a persona, and operators refused on every change."""
+
+from __future__ import annotations
+
+import re
+from datetime import date, timedelta
+
+import httpx
+
+from tests.admin_ui.conftest import add_operator, csrf_of, sign_in
+
+
+def calendar(html: str) -> str:
+    return re.search(r'<pre class="calendar" aria-label="Calendar">(.*?)</pre>', html, re.S).group(1)
+
+
+def save(client: httpx.Client, form: str, **fields) -> httpx.Response:
+    csrf = csrf_of(client.get("/admin/live").text)
+    return client.post("/admin/live/save", data={"csrf_token": csrf, "form": form, **fields})
+
+
+def test_business_hours_and_closed_dates_change_the_calendar(admin):
+    before = calendar(admin.get("/admin/live").text)
+    hours = {d: "09:00-17:00" for d in ("mon", "tue", "wed", "thu", "fri", "sat", "sun")}
+    assert save(admin, "hours", timezone="UTC", **hours).status_code == 303
+    after = calendar(admin.get("/admin/live").text)
+    assert after != before and after.count("09:00-17:00") >= 40
+    soon = date.today() + timedelta(days=3)
+    assert save(admin, "closed", closed=f"{soon.isoformat()} Staff party\n").status_code == 303
+    closed = calendar(admin.get("/admin/live").text)
+    assert "Staff party" in closed
+
+
+def test_bad_values_are_refused_next_to_the_field_and_kept(admin):
+    refused = save(admin, "hours", timezone="Mars/Olympus", mon="9 to 5")
+    assert refused.status_code == 422 and "Mars/Olympus" in refused.text
+    assert 'value="Mars/Olympus"' in refused.text and 'value="9 to 5"' in refused.text
+    dates = save(admin, "closed", closed="2026-12-25 Christmas\nnext tuesday\n")
+    assert dates.status_code == 422 and "line 2" in dates.text and "next tuesday" in dates.text
+    url = save(admin, "injection", url="ftp://example.com/x", period="1h")
+    assert url.status_code == 422 and "ftp://example.com/x" in url.text
+    page = admin.get("/admin/live").text
+    assert 'value="Mars/Olympus"' not in page  # nothing half-saved
+    assert '<textarea id="closed" name="closed" rows="5"></textarea>' in page
+
+
+def test_persona_sections_and_roles(admin, console):
+    session = admin.post("/api/chat/sessions").json()
+    persona = session["persona_id"]
+    csrf = csrf_of(admin.get("/admin/live").text)
+    added = admin.post("/admin/live/sections", data={"csrf_token": csrf, "persona_id": persona, "section": "vip",
+                                                    "value": "Gold member since 2020", "action": "set"})
+    assert added.status_code == 303
+    assert "Gold member since 2020" in admin.get(f"/admin/live?persona={persona}").text
+    unknown = admin.post("/admin/live/sections", data={"csrf_token": csrf, "persona_id": "nobody",
+                                                      "section": "vip", "value": "x", "action": "set"})
+    assert unknown.status_code == 422 and "no persona" in unknown.text
+
+    add_operator(admin)
+    with httpx.Client(base_url=console.url, timeout=30) as olga:
+        sign_in(olga, "olga", "operator password")
+        seen = olga.get("/admin/live").text
+        assert "Save hours" not in seen and "readonly" in seen
+        refused = olga.post("/admin/live/save", data={"csrf_token": csrf_of(seen), "form": "business",
+                                                     "business": "Hijacked"})
+        assert refused.status_code == 403
+    assert "Hijacked" not in admin.get("/admin/live").text
+    no_csrf = admin.post("/admin/live/save", data={"form": "business", "business": "No token"})
+    assert no_csrf.status_code == 403
