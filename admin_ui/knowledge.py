@@ -1,11 +1,15 @@
-"""Knowledge: the knowledge bases and their documents, "Upload files" (several at once, each with
-its outcome), and the "Retrieval test" — the production search path, ``Knowledge.search``, as
-``POST /api/kb/search`` uses it. Operators read; admins change."""
+"""Knowledge: the knowledge bases and their documents (re-ingest, delete), "Upload files" (several at
+once, each with its outcome; with script, each file uploads on its own with a progress bar), pasted
+text and website imports (``admin_ui.kb_jobs``), the topics (``admin_ui.topics``), the "Retrieval
+test" — the production search path, ``Knowledge.search``, as ``POST /api/kb/search`` uses it — and
+the newest retrievals real turns made. Operators read; admins change."""
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import Response
+from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.datastructures import UploadFile
 
 from admin_ui.render import page
@@ -18,7 +22,7 @@ from rag_core.retrieval import ChatTurn
 router = APIRouter(prefix=f"{PREFIX}/knowledge")
 
 
-async def _page(request: Request, signed: Signed, status_code: int = 200, **context) -> Response:
+async def knowledge_page(request: Request, signed: Signed, status_code: int = 200, **context) -> Response:
     knowledge = signed.services.knowledge
     assert knowledge is not None
     kb = request.query_params.get("kb") or context.pop("kb", "main")
@@ -29,14 +33,19 @@ async def _page(request: Request, signed: Signed, status_code: int = 200, **cont
     except (GatewayError, RagError) as exc:  # Qdrant down, or an unknown base: say so, keep the page
         bases, documents = [], []
         problems.append(f"The knowledge base cannot be read: {exc}")
+    try:
+        recent = await signed.services.store.recent_retrievals()
+    except Exception:  # Redis away: the status of the rest of the page says so
+        recent = []
     return page(request, "knowledge.html", signed, status_code, bases=bases, documents=documents, kb=kb,
+                recent=recent, done=request.query_params.get("done"),
                 strategies=sorted(knowledge.strategies), default_strategy=knowledge.default_strategy,
                 problems=problems, **context)
 
 
 @router.get("")
 async def knowledge(request: Request, signed: Signed = Depends(signed_in)) -> Response:
-    return await _page(request, signed)
+    return await knowledge_page(request, signed)
 
 
 @router.post("/upload")
@@ -56,10 +65,34 @@ async def upload(request: Request, signed: Signed = Depends(admin_only)) -> Resp
             outcomes.append((doc.name, status, doc.error or f"{doc.chunk_count} chunks, {outcome.embedded} embedded"))
         except GatewayError as exc:  # an unsupported type, an unknown base: this file's row says why
             outcomes.append((upload_file.filename, "refused", str(exc)))
+    wants_json = "application/json" in request.headers.get("accept", "")
     if not files:
-        return await _page(request, signed, 422, kb=kb, upload_error="Choose one or more files to upload.")
+        if wants_json:
+            return JSONResponse({"rows": [], "error": "Choose one or more files to upload."}, status_code=422)
+        return await knowledge_page(request, signed, 422, kb=kb, upload_error="Choose one or more files to upload.")
     failed = any(status in ("failed", "refused") for _, status, _ in outcomes)
-    return await _page(request, signed, 422 if failed else 200, kb=kb, uploads=outcomes)
+    if wants_json:  # the page script's one-file-at-a-time upload
+        return JSONResponse({"rows": [list(row) for row in outcomes]}, status_code=422 if failed else 200)
+    return await knowledge_page(request, signed, 422 if failed else 200, kb=kb, uploads=outcomes)
+
+
+@router.post("/documents/{doc_id}/{action}")
+async def document_action(doc_id: str, action: str, request: Request, signed: Signed = Depends(admin_only)) -> Response:
+    """Re-ingest a document from its kept original, or delete it and its chunks."""
+    await check_csrf(request, signed)
+    documents = signed.services.knowledge.documents
+    try:
+        record = await documents.get(doc_id)
+        if action == "reingest":
+            outcome = await documents.reingest(doc_id)
+            done = f"re-ingested {record.name}: {outcome.document.status}, {outcome.document.chunk_count} chunks"
+        elif action == "delete":
+            done = f"deleted {record.name} ({await documents.delete(doc_id)} chunks)"
+        else:
+            return await knowledge_page(request, signed, 404, kb=record.kb, problems=[f"No action {action!r}"])
+    except (GatewayError, RagError) as exc:
+        return await knowledge_page(request, signed, 422, problems=[str(exc)])
+    return RedirectResponse(f"{PREFIX}/knowledge?kb={quote(record.kb)}&done={quote(done)}", status_code=303)
 
 
 @router.post("/search")
@@ -75,13 +108,31 @@ async def retrieval_test(request: Request, signed: Signed = Depends(signed_in)) 
         if not 1 <= k <= 50:
             raise ValueError
     except ValueError:
-        return await _page(request, signed, 422, typed=typed, search_error="k: a whole number from 1 to 50")
+        return await knowledge_page(request, signed, 422, typed=typed, search_error="k: a whole number from 1 to 50")
     if not query or len(query) > MAX_QUERY_CHARS:
-        return await _page(request, signed, 422, typed=typed,
+        return await knowledge_page(request, signed, 422, typed=typed,
                            search_error=f"Query: between 1 and {MAX_QUERY_CHARS} characters")
     history = [ChatTurn(role="user", text=line.strip()) for line in history_text.splitlines() if line.strip()]
+    knowledge = signed.services.knowledge
     try:
-        result = await signed.services.knowledge.search(query, history, strategy=strategy, k=k)
+        result = await knowledge.search(query, history, strategy=strategy, k=k)
     except (GatewayError, RagError) as exc:
-        return await _page(request, signed, 422, typed=typed, search_error=str(exc))
-    return await _page(request, signed, typed=typed, result=result)
+        return await knowledge_page(request, signed, 422, typed=typed, search_error=str(exc))
+    return await knowledge_page(request, signed, typed=typed, result=result,
+                                legs=await _leg_scores(knowledge, query, history, k))
+
+
+async def _leg_scores(knowledge, query: str, history: list[ChatTurn], k: int) -> dict[str, dict[str, float]]:
+    """Each leg's own score for the same query (source -> score), beside the fused one; a leg that cannot
+    run here (no embeddings) is left out."""
+    legs: dict[str, dict[str, float]] = {}
+    for leg in ("bm25", "dense"):
+        if leg not in knowledge.strategies:
+            continue
+        try:
+            found = await knowledge.search(query, history, strategy=leg, k=max(k * 4, 20))
+        except (GatewayError, RagError):
+            continue
+        legs[leg] = {c.source: c.score for c in found.candidates if c.score is not None} or {
+            h.topic.source: h.score for h in found.hits}
+    return legs

@@ -10,7 +10,18 @@ from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from admin_ui import conversations, inbox, knowledge, live_data, operators, overview, prompt, signin
+from admin_ui import (
+    conversations,
+    inbox,
+    kb_jobs,
+    knowledge,
+    live_data,
+    operators,
+    overview,
+    prompt,
+    signin,
+    topics,
+)
 from admin_ui.render import page
 from admin_ui.security import PREFIX, BadCsrf, NotAllowed, SecurityHeaders, SignInRequired, sign_in_url
 from gateway.channel import ChannelContext, GatewayError, failure
@@ -53,5 +64,5 @@ def install(app: FastAPI, context: ChannelContext) -> None:
     app.add_exception_handler(redis.RedisError, _failure)
     app.add_exception_handler(GatewayError, _failure)
     app.mount(f"{PREFIX}/static", StaticFiles(directory=Path(__file__).parent / "static"), name="console-static")
-    for module in (signin, overview, operators, knowledge, inbox, conversations, prompt, live_data):
+    for module in (signin, overview, operators, topics, kb_jobs, knowledge, inbox, conversations, prompt, live_data):
         app.include_router(module.router)

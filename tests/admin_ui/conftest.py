@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import httpx
 import pytest
+import redis
 from pydantic import SecretStr
 
 from gateway.http.app import create_app
+from gateway.services import Services
 from tests.fakes.live_server import LiveServer
 
 PASSWORD = "correct horse battery"
@@ -42,8 +45,30 @@ def admin(console) -> Iterator[httpx.Client]:
         yield client
 
 
-def add_operator(admin: httpx.Client, username: str = "olga", password: str = "operator password") -> None:
+@contextmanager
+def operator_client(admin: httpx.Client, url: str, username: str = "olga",
+                    password: str = "operator password") -> Iterator[httpx.Client]:
+    """A new operator (made by ``admin``), signed in on a client of their own."""
     page = admin.get("/admin/operators").text
     answer = admin.post("/admin/operators", data={"csrf_token": csrf_of(page), "username": username,
                                                   "password": password, "role": "operator"})
     assert answer.status_code == 303, answer.text
+    with httpx.Client(base_url=url, timeout=30) as client:
+        sign_in(client, username, password)
+        yield client
+
+
+@pytest.fixture
+def worker_console(settings, agent_id, redis_url) -> Iterator[LiveServer]:
+    """The console with the in-process RQ worker running ingestion jobs, as in embedded mode."""
+    configured = settings.model_copy(update={"admin_password": SecretStr(PASSWORD), "admin_user": "root",
+                                             "outbound_allow_hosts": "127.0.0.1", "crawl_delay_s": 0.0})
+    app = create_app(configured, services=Services.build(configured, run_worker=True))
+    with LiveServer(app) as server:
+        server.services = app.state.services
+        yield server
+    client = redis.Redis.from_url(redis_url)
+    keys = list(client.scan_iter(match=f"rq:*{agent_id}*", count=1000))
+    if keys:
+        client.delete(*keys)
+    client.close()

@@ -9,7 +9,7 @@ from datetime import date, timedelta
 
 import httpx
 
-from tests.admin_ui.conftest import add_operator, csrf_of, sign_in
+from tests.admin_ui.conftest import csrf_of, operator_client
 
 
 def calendar(html: str) -> str:
@@ -58,9 +58,7 @@ def test_persona_sections_and_roles(admin, console):
                                                       "section": "vip", "value": "x", "action": "set"})
     assert unknown.status_code == 422 and "no persona" in unknown.text
 
-    add_operator(admin)
-    with httpx.Client(base_url=console.url, timeout=30) as olga:
-        sign_in(olga, "olga", "operator password")
+    with operator_client(admin, console.url) as olga:
         seen = olga.get("/admin/live").text
         assert "Save hours" not in seen and "readonly" in seen
         refused = olga.post("/admin/live/save", data={"csrf_token": csrf_of(seen), "form": "business",

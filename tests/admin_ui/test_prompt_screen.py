@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import re
 
-import httpx
-
-from tests.admin_ui.conftest import add_operator, csrf_of, sign_in
+from tests.admin_ui.conftest import csrf_of, operator_client
 
 
 def form_of(html: str) -> dict:
@@ -59,9 +57,7 @@ def test_preview_shows_the_compiled_messages_and_section_sizes(admin):
 
 
 def test_operators_read_but_cannot_save_and_csrf_is_required(admin, console):
-    add_operator(admin)
-    with httpx.Client(base_url=console.url, timeout=30) as olga:
-        sign_in(olga, "olga", "operator password")
+    with operator_client(admin, console.url) as olga:
         seen = olga.get("/admin/prompt").text
         assert "readonly" in seen and ">Save</button>" not in seen
         refused = olga.post("/admin/prompt/save", data={**form_of(seen), "source": "hijacked {{ business_name }}"})

@@ -38,8 +38,9 @@ def test_upload_files_then_see_them_and_find_them_with_the_retrieval_test(consol
         found = client.post("/admin/knowledge/search", data={"csrf_token": csrf, "query": "e-bike price per day",
                                                               "strategy": "bm25", "k": "3"})
         assert found.status_code == 200
-        results = re.search(r'<ol aria-label="Results">(.*?)</ol>', found.text, re.S).group(1)
+        results = re.search(r'<table aria-label="Results">(.*?)</table>', found.text, re.S).group(1)
         assert results.index("Harbor Bikes guide › Prices") < results.index("Harbor Bikes guide › Hours")
+        assert "<th>BM25</th>" in results  # each leg's own score beside the fused one
         bad = client.post("/admin/knowledge/search", data={"csrf_token": csrf, "query": "x", "k": "500"})
         assert bad.status_code == 422 and "k: a whole number" in bad.text and 'value="x"' in bad.text
 
