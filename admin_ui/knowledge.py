@@ -28,7 +28,8 @@ async def knowledge_page(request: Request, signed: Signed, status_code: int = 20
     kb = request.query_params.get("kb") or context.pop("kb", "main")
     problems = []
     try:
-        bases = [await knowledge.bases.describe(info.name) for info in await knowledge.bases.catalog.all()]
+        bases = [await knowledge.bases.describe(info.name, count_retrieval=False)
+                 for info in await knowledge.bases.catalog.all()]
         documents = await knowledge.documents.list(kb)
     except (GatewayError, RagError) as exc:  # Qdrant down, or an unknown base: say so, keep the page
         bases, documents = [], []

@@ -47,7 +47,8 @@ async def topics(request: Request, signed: Signed = Depends(signed_in)) -> Respo
         else:
             listed = await base.list(limit=PAGE_SIZE, offset=cursor, label=label or None)
             rows, next_cursor = [(t, None) for t in listed.topics], listed.next_offset
-        total = await base.count(label=label or None)
+        # A labelled count scans every topic in Qdrant's local mode: only the unfiltered total is shown.
+        total = None if label else await base.count()
     except (GatewayError, RagError) as exc:
         problem = f"The knowledge base cannot be read: {exc}"
     return page(request, "topics.html", signed, kb=kb, text=text, label=label, rows=rows, total=total,

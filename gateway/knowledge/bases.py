@@ -30,7 +30,7 @@ class KnowledgeBaseDescription(BaseModel):
     description: str
     chunking: ChunkingOptions
     topics: int
-    retrieval_topics: int
+    retrieval_topics: int | None  # None when not counted (a labelled count scans every topic in local mode)
     documents: int
     documents_by_status: dict[str, int]
     embedding_model: str
@@ -138,7 +138,7 @@ class KnowledgeBases:
         self._instances.pop(name, None)
         self._names = None
 
-    async def describe(self, name: str) -> KnowledgeBaseDescription:
+    async def describe(self, name: str, *, count_retrieval: bool = True) -> KnowledgeBaseDescription:
         info = await self.info(name)
         kb = self.instance(name)
         records = await self.documents.in_kb(name)
@@ -147,7 +147,8 @@ class KnowledgeBases:
             by_status[record.status] = by_status.get(record.status, 0) + 1
         return KnowledgeBaseDescription(
             name=name, description=info.description, chunking=self.chunking_for(info),
-            topics=await kb.count(), retrieval_topics=await kb.count(label=RAG_CONTEXT_LABEL),
+            topics=await kb.count(),
+            retrieval_topics=await kb.count(label=RAG_CONTEXT_LABEL) if count_retrieval else None,
             documents=len(records), documents_by_status=by_status,
             embedding_model=self.embedding_model if kb.dense_enabled else "none (sparse BM25 only)",
             collection=kb.collection_name, created_at=info.created_at, last_sync=info.last_sync,
