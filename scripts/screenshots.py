@@ -97,9 +97,10 @@ def shoot(base: str) -> None:
         page.get_by_label("Query").fill("e-bike price")
         page.get_by_role("button", name="Search").click()
         page.screenshot(path=str(OUT / "knowledge.png"), full_page=True)
-        for name, path in (("prompt", "/admin/prompt"), ("live-data", "/admin/live")):
-            if page.goto(base + path).status == 200:
-                page.screenshot(path=str(OUT / f"{name}.png"), full_page=True)
+        for name, path in (("prompt", "/admin/prompt"), ("live-data", "/admin/live"),
+                           ("topics", "/admin/knowledge/topics")):
+            page.goto(base + path)
+            page.screenshot(path=str(OUT / f"{name}.png"), full_page=True)
         chat.screenshot(path=str(OUT / "webchat-handoff.png"))
         browser.close()
     print(f"screenshots in {OUT}")
