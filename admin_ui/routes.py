@@ -25,7 +25,6 @@ from admin_ui import (
 from admin_ui.render import page
 from admin_ui.security import PREFIX, BadCsrf, NotAllowed, SecurityHeaders, SignInRequired, sign_in_url
 from gateway.channel import ChannelContext, GatewayError, failure
-from gateway.http.errors import error_response
 
 
 async def _sign_in(request: Request, exc: SignInRequired) -> Response:
@@ -43,17 +42,21 @@ async def _bad_csrf(request: Request, exc: BadCsrf) -> Response:
                 back=PREFIX)
 
 
-async def _failure(request: Request, exc: Exception) -> Response:
+def _console_failures(api_handler):
     """Redis or the knowledge base away (or any domain error a page did not handle): on a console page
-    an HTML page that says which, with a way back; elsewhere the JSON API's answer, unchanged."""
-    status, kind, message = failure(exc)
-    if not request.url.path.startswith(PREFIX):
-        return error_response(status, kind, message)
-    if status >= 500 and isinstance(exc, redis.RedisError):
-        message = (f"{message}. The console keeps its sessions in Redis, so it cannot be used until Redis is back; "
-                   "the overview at /readyz says what else is down.")
-    return page(request, "message.html", None, status, heading="Not available right now" if status >= 500
-                else "Refused", message=message, back=PREFIX)
+    an HTML page that says which, with a way back; elsewhere the gateway's own JSON answer."""
+
+    async def handle(request: Request, exc: Exception) -> Response:
+        if not request.url.path.startswith(PREFIX):
+            return await api_handler(request, exc)
+        status, _, message = failure(exc)
+        if status >= 500 and isinstance(exc, redis.RedisError):
+            message = (f"{message}. The console keeps its sessions in Redis, so it cannot be used until Redis is "
+                       "back; /readyz says what else is down.")
+        return page(request, "message.html", None, status, heading="Not available right now" if status >= 500
+                    else "Refused", message=message, back=PREFIX)
+
+    return handle
 
 
 def install(app: FastAPI, context: ChannelContext) -> None:
@@ -61,8 +64,8 @@ def install(app: FastAPI, context: ChannelContext) -> None:
     app.add_exception_handler(SignInRequired, _sign_in)
     app.add_exception_handler(NotAllowed, _not_allowed)
     app.add_exception_handler(BadCsrf, _bad_csrf)
-    app.add_exception_handler(redis.RedisError, _failure)
-    app.add_exception_handler(GatewayError, _failure)
+    for error in (redis.RedisError, GatewayError):
+        app.add_exception_handler(error, _console_failures(app.exception_handlers[error]))
     app.mount(f"{PREFIX}/static", StaticFiles(directory=Path(__file__).parent / "static"), name="console-static")
     for module in (signin, overview, operators, topics, kb_jobs, knowledge, inbox, conversations, prompt, live_data):
         app.include_router(module.router)

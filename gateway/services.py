@@ -14,6 +14,9 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from rq import Queue
 
+from gateway.agents.api_keys import ApiKeys
+from gateway.agents.runner import AgentRunner
+from gateway.agents.store import AgentStore
 from gateway.catalogue import CUSTOMER_ATTRIBUTES, PERSONA_ATTRIBUTES
 from gateway.conversation.attempt_limit import AttemptLimit
 from gateway.conversation.attributes import CustomerAttributes, PersonaAttributes
@@ -138,6 +141,9 @@ class Services:
     handoffs: Handoffs | None = None  # who answers each conversation: the bot or a person
     desk: OperatorDesk | None = None  # the operator's side of a handoff
     conversations: ConversationList | None = None  # the filtered conversation list
+    agents: AgentStore | None = None  # agents and their versions (the agent API)
+    api_keys: ApiKeys | None = None  # the agent API's callers
+    agent_runner: AgentRunner | None = None  # one invocation of an agent version
     live_feed: LiveFeed | None = None  # stored messages and handoff changes as they happen
     direct_sinks: dict[str, DirectSink] = field(default_factory=dict)
     on_start: list[Hook] = field(default_factory=list)
@@ -249,6 +255,10 @@ class Services:
                                      services.direct_sinks, pipeline.capabilities)
         services.live_feed = LiveFeed(store)
         services.conversations = ConversationList(store, handoffs)
+        services.agents = AgentStore(store)
+        services.api_keys = ApiKeys(store, settings.api_key_rate_limit_per_min)
+        services.agent_runner = AgentRunner(settings, store, sessions, memory, knowledge, llm, tool_support)
+        services.on_start.append(services._channel_agent)
         services.on_stop.append(services.live_feed.stop)
         if consume_inbox if consume_inbox is not None else settings.inbox_consumer:
             services.consumer = InboxConsumer(
@@ -285,6 +295,28 @@ class Services:
 
     def unregister_jobs(self) -> None:
         jobs.unregister(self.settings.agent_id)
+
+    async def _channel_agent(self) -> None:
+        """The gateway's own agent (id ``SWITCHBOARD_AGENT_ID``) is one of the agent API's agents, its
+        first version made from the settings; the agent API and the console see one definition."""
+        if self.agents is None:
+            return
+        settings = self.settings
+        try:
+            await self.agents.get(settings.agent_id)
+        except GatewayError:
+            kbs = [n.strip() for n in settings.retrieval_kbs.split(",") if n.strip()]
+            try:
+                await self.agents.create({
+                    "name": settings.agent_id.lower(), "displayName": "The channels' agent",
+                    "description": "answers on every configured channel",
+                    "config": {"knowledgeBases": kbs, "limit": settings.rag_top_k,
+                               "retrievalMode": settings.retrieval_mode, "llmModelId": settings.llm_model},
+                }, agent_id=settings.agent_id)
+            except GatewayError as exc:  # e.g. a name taken by an agent made through the API
+                log.warning("could not register the channels' agent %r: %s", settings.agent_id, exc)
+        except Exception as exc:  # Redis down at start: /readyz says so
+            log.warning("could not check the channels' agent: %s", exc)
 
     async def _first_admin(self) -> None:
         """``SWITCHBOARD_ADMIN_PASSWORD`` makes the first console admin when there is no account yet."""

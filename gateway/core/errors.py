@@ -46,6 +46,14 @@ class Forbidden(GatewayError):
     """Credentials are fine but this is not allowed (or the feature is switched off)."""
 
 
+class RateLimited(GatewayError):
+    """Too many requests from this caller; ``retry_after_s`` says when the next one is allowed."""
+
+    def __init__(self, message: str, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
 class NotFound(GatewayError):
     """No such thing."""
 

@@ -11,6 +11,8 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from gateway.core.settings import Settings
+from gateway.http import agents as agent_api
+from gateway.http import openai_compat
 from gateway.http.body_limit import BodyLimit
 from gateway.http.conversations import router as conversations_router
 from gateway.http.documents import PREVIEW_PATH, UPLOAD_PATH
@@ -67,6 +69,9 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     app.include_router(documents_router)
     app.include_router(kb_jobs_router)
     app.include_router(conversations_router)
+    app.include_router(agent_api.admin)
+    app.include_router(agent_api.callers)
+    app.include_router(openai_compat.router)
     include_live_routes(app)
     install_plugins(app, services)
     return app

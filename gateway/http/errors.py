@@ -20,6 +20,7 @@ from gateway.core.errors import (
     LLMError,
     NotFound,
     PayloadTooLarge,
+    RateLimited,
     ServiceUnavailable,
     TurnLockTimeout,
     Unauthorized,
@@ -46,6 +47,7 @@ _DOMAIN: dict[type[GatewayError], tuple[int, str]] = {
     PayloadTooLarge: (413, "payload_too_large"),
     UnsupportedMediaType: (415, "unsupported_media_type"),
     InvalidInput: (422, "invalid_input"),
+    RateLimited: (429, "rate_limited"),
     LLMError: (502, "llm_error"),
     ChannelDeliveryError: (502, "delivery_failed"),
     ServiceUnavailable: (503, "unavailable"),
@@ -96,7 +98,10 @@ def _describe(exc: RequestValidationError) -> tuple[int, str, str]:
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(GatewayError)
     async def _gateway_error(request: Request, exc: GatewayError) -> JSONResponse:
-        return error_response(*domain_failure(exc))
+        response = error_response(*domain_failure(exc))
+        if isinstance(exc, RateLimited):
+            response.headers["retry-after"] = str(exc.retry_after_s)
+        return response
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:

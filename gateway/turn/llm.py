@@ -48,6 +48,26 @@ class ToolStep:
     usage: TokenUsage
 
 
+@dataclass(frozen=True)
+class CallOptions:
+    """Per-call settings an agent's configuration gives (model, sampling, length, retries)."""
+
+    model: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    max_retries: int | None = None
+
+    def body(self) -> dict:
+        out: dict = {}
+        if self.model:
+            out["model"] = self.model
+        if self.temperature is not None:
+            out["temperature"] = self.temperature
+        if self.max_tokens is not None:
+            out["max_tokens"] = self.max_tokens
+        return out
+
+
 class ToolsUnsupported(LLMError):
     """The server refused a request because it carried tools: this model cannot call them."""
 
@@ -83,14 +103,15 @@ class LLMClient:
     async def aclose(self) -> None:
         await self._client.close()
 
-    async def _chat(self, body: dict, *, stream: bool = False):
+    async def _chat(self, body: dict, *, stream: bool = False, max_retries: int | None = None):
         """POST /chat/completions with a plain JSON body.
 
         ``chat.completions.create`` first walks every parameter through the SDK's TypedDict
         transform, which cost a quarter of the gateway's CPU per turn; our messages are plain
         dicts with standard keys, so the body goes out as it is. Same client, retries and errors.
         """
-        return await self._client.post(
+        client = self._client if max_retries is None else self._client.with_options(max_retries=max_retries)
+        return await client.post(
             "/chat/completions",
             body={**body, "stream": stream},
             cast_to=ChatCompletion,
@@ -99,10 +120,10 @@ class LLMClient:
             stream_cls=AsyncStream[ChatCompletionChunk],
         )
 
-    async def _completion(self, body: dict, what: str) -> ChatCompletion:
+    async def _completion(self, body: dict, what: str, max_retries: int | None = None) -> ChatCompletion:
         """One non-streamed completion; anything but a well-formed one is an ``LLMError``."""
         try:
-            resp = await self._chat(body)
+            resp = await self._chat(body, max_retries=max_retries)
         except openai.OpenAIError as exc:
             raise LLMError(f"{what} failed: {type(exc).__name__}") from exc
         except _MALFORMED as exc:  # a 200 whose body is truncated JSON, or a proxy's error page
@@ -112,17 +133,19 @@ class LLMClient:
             raise LLMError(f"{what} failed: the server answered {_describe_body(resp)}, not a chat completion")
         return resp
 
-    async def complete(self, messages: Sequence[PromptMessage]) -> Completion:
+    async def complete(self, messages: Sequence[PromptMessage], options: CallOptions | None = None) -> Completion:
         resp = await self._completion(
-            {"model": self.model, "messages": _wire(messages), "temperature": self.settings.llm_temperature},
-            "language model request",
+            {"model": self.model, "messages": _wire(messages), "temperature": self.settings.llm_temperature,
+             **(options.body() if options else {})},
+            "language model request", options.max_retries if options else None,
         )
         text = _first_text(resp)
         if not text.strip():
             raise LLMError("language model returned no text")
         return Completion(text=text, usage=_usage(resp.usage))
 
-    async def stream(self, messages: Sequence[PromptMessage], usage: TokenUsage) -> AsyncIterator[str]:
+    async def stream(self, messages: Sequence[PromptMessage], usage: TokenUsage,
+                     options: CallOptions | None = None) -> AsyncIterator[str]:
         """Yield text deltas; fills ``usage`` in place when the server reports it.
 
         A stream that ends without any text is an ``LLMError`` like any other failure."""
@@ -134,8 +157,9 @@ class LLMClient:
                     "messages": _wire(messages),
                     "temperature": self.settings.llm_temperature,
                     "stream_options": {"include_usage": True},
+                    **(options.body() if options else {}),
                 },
-                stream=True,
+                stream=True, max_retries=options.max_retries if options else None,
             )
             if not isinstance(stream, AsyncStream):
                 raise LLMError(f"language model stream failed: the server answered {_describe_body(stream)}")

@@ -1,0 +1,1 @@
+"""Agents other software configures, versions and invokes over HTTP (the agent API)."""

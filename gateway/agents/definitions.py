@@ -1,0 +1,90 @@
+"""What an agent is: a named RAG configuration that other software invokes over HTTP, versioned.
+
+JSON in and out is camelCase, as the agent API's callers write it; Python reads snake_case. Every
+change to a definition makes a new immutable ``AgentVersion``; ``latest`` is the newest.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.alias_generators import to_camel
+
+DEFAULT_SYSTEM_PROMPT = (
+    "Context information is below.\n---------------------\n{context_str}\n---------------------\n"
+    "Given the context information and not prior knowledge, answer the query. If the context does not "
+    "answer it, say you do not know.\nQuery: {query_str}\nAnswer: "
+)
+PLACEHOLDERS = ("{context_str}", "{query_str}")
+
+
+class _Camel(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+class InferenceConfig(_Camel):
+    max_tokens: int = Field(default=1024, ge=1, le=32_000)
+    temperature: float = Field(default=0.7, ge=0.0, le=2.0)
+    max_retries: int = Field(default=2, ge=0, le=10)
+
+
+class AgentConfig(_Camel):
+    knowledge_bases: list[str] = Field(default_factory=list)  # empty: every knowledge base
+    labels: list[str] = Field(default_factory=lambda: ["rag_context"])  # our equivalent of the seed's query filter
+    limit: int = Field(default=5, ge=1, le=50)
+    hybrid_search: bool = True
+    adjacent_chunk_range: int = Field(default=0, ge=0, le=5)
+    adjacent_chunk_merge: bool = False
+    reranker_top_n: int = Field(default=13, ge=1, le=100)
+    enable_hallucination_check: bool = False
+    enable_multihop_query_refinement: bool = False
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    llm_model_id: str | None = None  # default: SWITCHBOARD_LLM_MODEL
+    inference_config: InferenceConfig = Field(default_factory=InferenceConfig)
+    guardrails: list[str] = Field(default_factory=list)
+    retrieval_mode: Literal["inline", "agentic"] = "inline"
+
+    @field_validator("system_prompt")
+    @classmethod
+    def _placeholders(cls, value: str) -> str:
+        missing = [p for p in PLACEHOLDERS if p not in value]
+        if missing:
+            raise ValueError(f"must contain {' and '.join(missing)}")
+        return value
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class AgentDefinition(_Camel):
+    id: str
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9_.-]*$")
+    display_name: str = Field(default="", max_length=200)
+    description: str = Field(default="", max_length=2000)
+    agent_type: Literal["rag"] = "rag"
+    notes: str = Field(default="", max_length=4000)
+    config: AgentConfig = Field(default_factory=AgentConfig)
+    created_at: datetime = Field(default_factory=_now)
+    updated_at: datetime = Field(default_factory=_now)
+    latest_version_id: str = ""
+
+
+class AgentVersion(_Camel):
+    version_id: str
+    agent_id: str
+    created_at: datetime = Field(default_factory=_now)
+    definition: AgentDefinition
+
+
+class AgentCreate(_Camel):
+    """``POST /v1/agents``: everything but the ids and times."""
+
+    name: str
+    display_name: str = ""
+    description: str = ""
+    agent_type: Literal["rag"] = "rag"
+    notes: str = ""
+    config: AgentConfig = Field(default_factory=AgentConfig)

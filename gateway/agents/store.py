@@ -1,0 +1,124 @@
+"""Agents and their immutable versions in Redis.
+
+``agents`` (hash name → id), ``agent:<id>`` (the current definition), ``agent:<id>:versions``
+(version ids, newest first) and ``agentversion:<version id>`` (a frozen snapshot). A change writes
+the new version and the definition in one transaction; a version once written never changes, so a
+caller pinned to a version id keeps its behaviour when ``latest`` moves.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from gateway.agents.definitions import AgentCreate, AgentDefinition, AgentVersion
+from gateway.conversation.store import RedisStore
+from gateway.core.errors import Conflict, InvalidInput, NotFound
+from gateway.core.models import new_id, utcnow
+
+LATEST = "latest"
+
+
+def _invalid(exc: ValidationError) -> InvalidInput:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"] if p != "body") or "agent"
+    return InvalidInput(f"{where}: {first['msg'].removeprefix('Value error, ')}")
+
+
+class AgentStore:
+    def __init__(self, store: RedisStore) -> None:
+        self.store = store
+        self.redis = store.redis
+
+    def _key(self, *parts: str) -> str:
+        return self.store.key(*parts)
+
+    async def list(self) -> list[AgentDefinition]:
+        ids = [raw.decode() for raw in await self.redis.hvals(self._key("agents"))]
+        raws = await self.redis.mget([self._key("agent", i) for i in ids]) if ids else []
+        return sorted((AgentDefinition.model_validate_json(r) for r in raws if r), key=lambda a: a.name)
+
+    async def get(self, agent_id: str) -> AgentDefinition:
+        raw = await self.redis.get(self._key("agent", agent_id))
+        if raw is None:
+            raise NotFound(f"no agent {agent_id!r}; GET /v1/agents lists them")
+        return AgentDefinition.model_validate_json(raw)
+
+    async def by_name(self, name: str) -> AgentDefinition:
+        agent_id = await self.redis.hget(self._key("agents"), name)
+        if agent_id is None:
+            raise NotFound(f"no agent named {name!r}")
+        return await self.get(agent_id.decode())
+
+    async def create(self, data: dict[str, Any], agent_id: str | None = None) -> AgentVersion:
+        try:
+            spec = AgentCreate.model_validate(data)
+            definition = AgentDefinition(id=agent_id or new_id(), **spec.model_dump())
+        except ValidationError as exc:
+            raise _invalid(exc) from exc
+        if not await self.redis.hsetnx(self._key("agents"), definition.name, definition.id):
+            raise Conflict(f"an agent named {definition.name!r} exists already")
+        return await self._write(definition)
+
+    async def patch(self, agent_id: str, changes: dict[str, Any]) -> AgentVersion:
+        """Change some fields (``config`` fields merge into the current config); a new version."""
+        current = await self.get(agent_id)
+        merged = current.model_dump(by_alias=True, mode="json")
+        for key, value in changes.items():
+            if key == "config" and isinstance(value, dict):
+                config = merged["config"]
+                for name, inner in value.items():
+                    if name == "inferenceConfig" and isinstance(inner, dict):
+                        config[name] = {**config[name], **inner}
+                    else:
+                        config[name] = inner
+            elif key in ("id", "createdAt", "updatedAt", "latestVersionId"):
+                raise InvalidInput(f"{key}: cannot be changed")
+            else:
+                merged[key] = value
+        try:
+            definition = AgentDefinition.model_validate({**merged, "updatedAt": utcnow()})
+        except ValidationError as exc:
+            raise _invalid(exc) from exc
+        if definition.name != current.name:
+            if not await self.redis.hsetnx(self._key("agents"), definition.name, definition.id):
+                raise Conflict(f"an agent named {definition.name!r} exists already")
+            await self.redis.hdel(self._key("agents"), current.name)
+        return await self._write(definition)
+
+    async def delete(self, agent_id: str) -> None:
+        current = await self.get(agent_id)
+        versions = [raw.decode() for raw in await self.redis.lrange(self._key("agent", agent_id, "versions"), 0, -1)]
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.hdel(self._key("agents"), current.name)
+        pipe.delete(self._key("agent", agent_id), self._key("agent", agent_id, "versions"),
+                    *(self._key("agentversion", v) for v in versions))
+        await pipe.execute()
+
+    async def versions(self, agent_id: str) -> list[AgentVersion]:
+        await self.get(agent_id)
+        ids = [raw.decode() for raw in await self.redis.lrange(self._key("agent", agent_id, "versions"), 0, -1)]
+        raws = await self.redis.mget([self._key("agentversion", v) for v in ids]) if ids else []
+        return [AgentVersion.model_validate_json(r) for r in raws if r]
+
+    async def resolve(self, agent_id: str, version_id: str = LATEST) -> AgentVersion:
+        """``latest`` or a version id of this agent."""
+        if version_id == LATEST:
+            version_id = (await self.get(agent_id)).latest_version_id
+        raw = await self.redis.get(self._key("agentversion", version_id))
+        version = AgentVersion.model_validate_json(raw) if raw else None
+        if version is None or version.agent_id != agent_id:
+            raise NotFound(f"agent {agent_id!r} has no version {version_id!r}")
+        return version
+
+    async def _write(self, definition: AgentDefinition) -> AgentVersion:
+        version_id = new_id()
+        definition = definition.model_copy(update={"latest_version_id": version_id})
+        version = AgentVersion(version_id=version_id, agent_id=definition.id, definition=definition)
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.set(self._key("agentversion", version_id), version.model_dump_json(by_alias=True))
+        pipe.lpush(self._key("agent", definition.id, "versions"), version_id)
+        pipe.set(self._key("agent", definition.id), definition.model_dump_json(by_alias=True))
+        await pipe.execute()
+        return version

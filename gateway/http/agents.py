@@ -1,0 +1,203 @@
+"""The agent API: agents and versions (admin token), API keys (admin token), and invoke /
+invoke-stream (an API key scoped to the agent).
+
+Errors are ``{"status", "error", "message"}``; a refused agent definition or invocation is a 400.
+``invoke-stream`` answers newline-delimited JSON: ``{"object": "response.delta", "text"}`` objects
+whose texts concatenate to the answer, then one ``{"object": "response.completed", ...}`` with
+``customOutputs``. A failure after the stream began cannot change the 200 already sent: the stream
+ends with ``{"object": "error", "status", "error", "message"}`` instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import Response, StreamingResponse
+from pydantic import ValidationError
+
+from gateway.agents.definitions import AgentConfig, AgentVersion
+from gateway.agents.runner import InvokeResult
+from gateway.core.errors import BadRequest, InvalidInput
+from gateway.http.auth import bearer_token, require_admin, services_of
+from gateway.http.errors import failure
+from gateway.http.json_body import AdminRoute, JSONBodyRoute, read_json
+from gateway.services import Services
+
+log = logging.getLogger(__name__)
+admin = APIRouter(route_class=AdminRoute)
+callers = APIRouter(route_class=JSONBodyRoute)
+OVERRIDES = ("hybridSearch", "limit", "rerankerTopN", "adjacentChunkRange", "adjacentChunkMerge",
+             "enableHallucinationCheck", "enableMultihopQueryRefinement", "knowledgeBases", "labels", "retrievalMode")
+
+
+def _agent_json(version: AgentVersion) -> dict:
+    return {**version.definition.model_dump(by_alias=True, mode="json"), "version_id": version.version_id}
+
+
+async def _as_400(coro):
+    try:
+        return await coro
+    except InvalidInput as exc:
+        raise BadRequest(exc.message) from None
+
+
+# -- agents (admin) ------------------------------------------------------------------------------
+@admin.get("/v1/agents")
+async def list_agents(services: Services = Depends(require_admin)) -> dict:
+    return {"agents": [a.model_dump(by_alias=True, mode="json") for a in await services.agents.list()]}
+
+
+@admin.post("/v1/agents", status_code=201)
+async def create_agent(request: Request, services: Services = Depends(require_admin)) -> dict:
+    data = await read_json(request)
+    if not isinstance(data, dict):
+        raise BadRequest("body: an agent definition object")
+    return _agent_json(await _as_400(services.agents.create(data)))
+
+
+@admin.get("/v1/agents/{agent_id}")
+async def get_agent(agent_id: str, services: Services = Depends(require_admin)) -> dict:
+    return (await services.agents.get(agent_id)).model_dump(by_alias=True, mode="json")
+
+
+@admin.patch("/v1/agents/{agent_id}")
+async def patch_agent(agent_id: str, request: Request, services: Services = Depends(require_admin)) -> dict:
+    data = await read_json(request)
+    if not isinstance(data, dict):
+        raise BadRequest("body: an object of the fields to change")
+    return _agent_json(await _as_400(services.agents.patch(agent_id, data)))
+
+
+@admin.delete("/v1/agents/{agent_id}", status_code=204)
+async def delete_agent(agent_id: str, services: Services = Depends(require_admin)) -> Response:
+    await services.agents.delete(agent_id)
+    return Response(status_code=204)
+
+
+@admin.get("/v1/agents/{agent_id}/versions")
+async def list_versions(agent_id: str, services: Services = Depends(require_admin)) -> dict:
+    return {"versions": [v.model_dump(by_alias=True, mode="json") for v in await services.agents.versions(agent_id)]}
+
+
+@admin.get("/v1/agents/{agent_id}/versions/{version_id}")
+async def get_version(agent_id: str, version_id: str, services: Services = Depends(require_admin)) -> dict:
+    return (await services.agents.resolve(agent_id, version_id)).model_dump(by_alias=True, mode="json")
+
+
+# -- API keys (admin) ----------------------------------------------------------------------------
+@admin.post("/api/keys", status_code=201)
+async def create_key(request: Request, services: Services = Depends(require_admin)) -> dict:
+    data = await read_json(request)
+    if not isinstance(data, dict) or not isinstance(data.get("name"), str) or not isinstance(data.get("agents"), list):
+        raise BadRequest('body: {"name": "...", "agents": ["<agent id>", ...], "rate_limit_per_min"?: n}')
+    for agent_id in data["agents"]:
+        await services.agents.get(str(agent_id))  # 404 for an agent that does not exist
+    try:
+        record, key = await services.api_keys.create(data["name"], [str(a) for a in data["agents"]],
+                                                     data.get("rate_limit_per_min"))
+    except ValidationError as exc:
+        raise BadRequest(f"{'.'.join(map(str, exc.errors()[0]['loc']))}: {exc.errors()[0]['msg']}") from None
+    return {**record.model_dump(), "key": key}
+
+
+@admin.get("/api/keys")
+async def list_keys(services: Services = Depends(require_admin)) -> dict:
+    return {"keys": [k.model_dump() for k in await services.api_keys.list()]}
+
+
+@admin.delete("/api/keys/{key_id}", status_code=204)
+async def revoke_key(key_id: str, services: Services = Depends(require_admin)) -> Response:
+    await services.api_keys.revoke(key_id)
+    return Response(status_code=204)
+
+
+# -- invoke (caller keys) ------------------------------------------------------------------------
+def session_of(request: Request) -> str | None:
+    raw = request.headers.get("x-session-id")
+    if raw is None:
+        return None
+    try:
+        return str(uuid.UUID(raw))
+    except ValueError:
+        raise BadRequest("X-Session-ID: must be a UUID (you make and keep it; any UUID will do)") from None
+
+
+async def prepared(request: Request, agent_id: str, version_id: str) -> tuple[Services, AgentVersion, AgentConfig,
+                                                                                 list[dict], str | None]:
+    """Authorize the caller's key, read the body, resolve the version and apply the invocation's overrides."""
+    services = services_of(request)
+    await services.api_keys.authorize(bearer_token(request), agent_id)
+    session = session_of(request)
+    body = await read_json(request)
+    if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+        raise BadRequest('body: {"messages": [{"role": "user", "content": "..."}], ...}')
+    version = await services.agents.resolve(agent_id, version_id)
+    config = version.definition.config.model_dump(by_alias=True)
+    overrides = {k: body[k] for k in OVERRIDES if k in body}
+    guardrails = body.get("guardrails") or []
+    try:
+        merged = AgentConfig.model_validate({**config, **overrides,
+                                             "guardrails": [*config["guardrails"], *guardrails]})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise BadRequest(f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+    return services, version, merged, body["messages"], session
+
+
+def response_json(result: InvokeResult, *, completed: bool = False) -> dict:
+    custom = {"sourceNodes": [{"docId": s.doc_id, "chunkId": s.chunk_id, "score": s.score, "text": s.text}
+                              for s in result.sources], "ragMode": result.rag_mode}
+    base = {"object": "response.completed" if completed else "response", "createdAt": result.created_at,
+            "model": result.model}
+    if completed:
+        return {**base, "customOutputs": custom, "usage": result.usage.model_dump()}
+    return {**base, "output": [{"type": "message", "status": "completed", "role": "assistant",
+                                "content": [{"type": "output_text", "text": result.text}]}],
+            "customOutputs": custom}
+
+
+@callers.post("/v1/agents/{agent_id}/versions/{version_id}/invoke")
+async def invoke(agent_id: str, version_id: str, request: Request) -> dict:
+    services, version, config, messages, session = await prepared(request, agent_id, version_id)
+    result = await services.agent_runner.invoke(version, config, messages, session)
+    return response_json(result)
+
+
+@callers.post("/v1/agents/{agent_id}/versions/{version_id}/invoke-stream")
+async def invoke_stream(agent_id: str, version_id: str, request: Request) -> StreamingResponse:
+    services, version, config, messages, session = await prepared(request, agent_id, version_id)
+    return StreamingResponse(_ndjson(services, version, config, messages, session),
+                             media_type="application/x-ndjson")
+
+
+async def _ndjson(services: Services, version: AgentVersion, config: AgentConfig, messages: list[dict],
+                  session: str | None) -> AsyncIterator[str]:
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+
+    async def delta(text: str) -> None:
+        await queue.put({"object": "response.delta", "text": text})
+
+    async def run() -> None:
+        try:
+            result = await services.agent_runner.invoke(version, config, messages, session, on_delta=delta)
+            await queue.put(response_json(result, completed=True))
+        except Exception as exc:  # after the 200: the stream's last object says what went wrong
+            status, kind, message = failure(exc)
+            if status == 500:
+                log.exception("invoke-stream failed")
+            await queue.put({"object": "error", "status": status, "error": kind, "message": message})
+        await queue.put(None)
+
+    task = asyncio.create_task(run())
+    try:
+        while (item := await queue.get()) is not None:
+            yield json.dumps(item, ensure_ascii=False) + "\n"
+    finally:
+        if not task.done():
+            task.cancel()
