@@ -57,6 +57,12 @@ def main() -> int:
     finally:
         gateway.terminate()
         gateway.wait(timeout=30)
+        import redis  # the screenshots' private namespace goes away with them
+
+        client = redis.Redis.from_url(env["SWITCHBOARD_REDIS_URL"])
+        keys = list(client.scan_iter(match=f"sb:{env['SWITCHBOARD_AGENT_ID']}:*", count=1000))
+        for i in range(0, len(keys), 1000):
+            client.delete(*keys[i:i + 1000])
     return 0
 
 

@@ -143,7 +143,7 @@ class Stored:
                 for i in ids]
 
     def keys(self, pattern: str = "*") -> list[str]:
-        return [k.decode() for k in self.redis.scan_iter(match=self.services.store.key(pattern))]
+        return [k.decode() for k in self.redis.scan_iter(match=self.services.store.key(pattern), count=1000)]
 
     def all_values(self) -> str:
         out = []
