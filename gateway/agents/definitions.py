@@ -12,6 +12,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
+from gateway.agents.guardrails import NAMES as GUARDRAILS
+
 DEFAULT_SYSTEM_PROMPT = (
     "Context information is below.\n---------------------\n{context_str}\n---------------------\n"
     "Given the context information and not prior knowledge, answer the query. If the context does not "
@@ -45,6 +47,14 @@ class AgentConfig(_Camel):
     inference_config: InferenceConfig = Field(default_factory=InferenceConfig)
     guardrails: list[str] = Field(default_factory=list)
     retrieval_mode: Literal["inline", "agentic"] = "inline"
+
+    @field_validator("guardrails")
+    @classmethod
+    def _known_guardrails(cls, value: list[str]) -> list[str]:
+        unknown = sorted(set(value) - GUARDRAILS)
+        if unknown:
+            raise ValueError(f"unknown {', '.join(unknown)}; GET /v1/guardrails lists them")
+        return list(dict.fromkeys(value))
 
     @field_validator("system_prompt")
     @classmethod

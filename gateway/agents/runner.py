@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from gateway.agents.definitions import AgentConfig, AgentVersion
+from gateway.agents.guardrails import Guardrails
 from gateway.conversation.memory import Memory
 from gateway.conversation.sessions import Sessions
 from gateway.conversation.store import RedisStore
@@ -64,6 +65,7 @@ class InvokeResult:
     turn_id: str
     conversation_id: str
     created_at: int = field(default_factory=lambda: int(time.time()))
+    guardrails: dict = field(default_factory=dict)
 
 
 def _doc_of(source: str) -> str:
@@ -98,6 +100,8 @@ class AgentRunner:
                 raise BadRequest(f"messages[{i}]: role \"user\" or \"assistant\" with non-empty text content")
             if len(m["content"]) > self.settings.max_message_chars:
                 raise BadRequest(f"messages[{i}]: longer than {self.settings.max_message_chars} characters")
+        guard = Guardrails(config.guardrails, self.settings.blocked_terms)
+        messages = [{**m, "content": guard.incoming(m["content"])} for m in messages]  # before anything stores it
         t0 = time.perf_counter()
         agent = version.definition
         question = messages[-1]["content"]
@@ -130,8 +134,10 @@ class AgentRunner:
             strategy = "hybrid" if config.hybrid_search else "bm25"
             found = await self.knowledge.search(question, history, strategy=strategy, k=config.limit,
                                                 kbs=config.knowledge_bases or None)
-            hits = list(found.hits)
+            hits = [h for h in found.hits if guard.context_allowed(f"{h.topic.title}\n{h.topic.summary}")]
             trace.retrieval = retrieval_trace(found)
+            if guard.screened:
+                trace.retrieval.skipped = f"{guard.screened} retrieved chunk(s) left out by prompt-injection-screen"
             context = "\n\n---\n\n".join(f"{h.topic.title}\n{h.topic.summary}".strip() for h in hits)
         trace.stages.append(StageTiming(stage="context", ms=round((time.perf_counter() - t0) * 1000, 3)))
         system = config.system_prompt.replace("{context_str}", context or "No additional information.")
@@ -139,7 +145,12 @@ class AgentRunner:
         prompt = [PromptMessage(role="system", content=system),
                   *(PromptMessage(role="user" if m.role is Role.USER else "assistant", content=m.text) for m in stored),
                   PromptMessage(role="user", content=question)]
-        reply = await self._reply(config, prompt, hits, agentic, on_delta)
+        # An answer the guardrails may change is sent whole, once checked (no token streaming then).
+        holds_output = bool(guard.names & {"pii-redaction", "blocked-terms"})
+        reply = await self._reply(config, prompt, hits, agentic, None if holds_output else on_delta)
+        reply.text = guard.outgoing(reply.text)
+        if holds_output and on_delta is not None:
+            await on_delta(reply.text)
         if agentic:
             hits = await self._tool_hits(reply.tool_calls)
         agent_message = Message(conversation_id=conversation.id, persona_id=persona.id, role=Role.AGENT,
@@ -154,7 +165,8 @@ class AgentRunner:
         await self.store.finish_turn(agent_message, conversation, trace, self.sessions.activity_key)
         return InvokeResult(text=reply.text, model=reply.model or self._model(config), sources=source_nodes(hits),
                             rag_mode="agentic" if agentic else "normal", usage=reply.usage, turn_id=trace.turn_id,
-                            conversation_id=conversation.id)
+                            conversation_id=conversation.id,
+                            guardrails={"applied": sorted(guard.names), "screened": guard.screened})
 
     def _model(self, config: AgentConfig) -> str:
         return config.llm_model_id or self.settings.llm_model

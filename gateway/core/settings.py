@@ -168,6 +168,7 @@ class Settings(BaseSettings):
     agent_max_tool_calls: int = Field(default=4, ge=1, le=20)  # tool calls one agentic turn may make
     llm_supports_tools: bool = True  # false: the model cannot call tools, so agentic retrieval stays inline
     api_key_rate_limit_per_min: int = Field(default=60, ge=1)  # the agent API's default per-key limit
+    blocked_terms: str = ""  # comma-separated words the blocked-terms guardrail refuses
     retrieval_kbs: str = ""  # comma-separated knowledge bases a turn retrieves from; empty: all of them
     max_upload_mb: int = Field(default=50, ge=1)  # one uploaded file; refused (413) past this, before it is kept
     chunking: Literal["recursive", "paragraph", "sentence", "fixed"] = "recursive"  # a new knowledge base's default

@@ -11,6 +11,7 @@ ends with ``{"object": "error", "status", "error", "message"}`` instead.
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import logging
 import uuid
@@ -22,6 +23,7 @@ from fastapi.responses import Response, StreamingResponse
 from pydantic import ValidationError
 
 from gateway.agents.definitions import AgentConfig, AgentVersion
+from gateway.agents.guardrails import CATALOG
 from gateway.agents.runner import InvokeResult
 from gateway.core.errors import BadRequest, InvalidInput
 from gateway.http.auth import bearer_token, require_admin, services_of
@@ -90,6 +92,17 @@ async def get_version(agent_id: str, version_id: str, services: Services = Depen
     return (await services.agents.resolve(agent_id, version_id)).model_dump(by_alias=True, mode="json")
 
 
+@callers.get("/v1/guardrails")
+async def guardrails(request: Request) -> dict:
+    """What an agent's ``guardrails`` (or an invocation's) may name; any API key or the admin token."""
+    services = services_of(request)
+    token = bearer_token(request)
+    admin_token = services.settings.admin_token
+    if not (admin_token and token and hmac.compare_digest(token.encode(), admin_token.get_secret_value().encode())):
+        await services.api_keys.identify(token)
+    return {"guardrails": [{"name": g.name, "description": g.description} for g in CATALOG]}
+
+
 # -- API keys (admin) ----------------------------------------------------------------------------
 @admin.post("/api/keys", status_code=201)
 async def create_key(request: Request, services: Services = Depends(require_admin)) -> dict:
@@ -152,7 +165,7 @@ async def prepared(request: Request, agent_id: str, version_id: str) -> tuple[Se
 
 def response_json(result: InvokeResult, *, completed: bool = False) -> dict:
     custom = {"sourceNodes": [{"docId": s.doc_id, "chunkId": s.chunk_id, "score": s.score, "text": s.text}
-                              for s in result.sources], "ragMode": result.rag_mode}
+                              for s in result.sources], "ragMode": result.rag_mode, "guardrails": result.guardrails}
     base = {"object": "response.completed" if completed else "response", "createdAt": result.created_at,
             "model": result.model}
     if completed:
