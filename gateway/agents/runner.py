@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from gateway.agents.checks import feedback, judge_answer, refine
 from gateway.agents.definitions import AgentConfig, AgentVersion
 from gateway.agents.guardrails import Guardrails
 from gateway.conversation.memory import Memory
@@ -65,7 +66,7 @@ class InvokeResult:
     turn_id: str
     conversation_id: str
     created_at: int = field(default_factory=lambda: int(time.time()))
-    guardrails: dict = field(default_factory=dict)
+    outputs: dict = field(default_factory=dict)  # what the checks and guardrails did, for customOutputs
 
 
 def _doc_of(source: str) -> str:
@@ -126,30 +127,20 @@ class AgentRunner:
         await self.store.add_message(user)
         history = [ChatTurn(role="user" if m.role is Role.USER else "agent", text=m.text) for m in stored]
         agentic = config.retrieval_mode == "agentic" and self.llm is not None and self.tool_support.supported
-        hits: list[Hit] = []
-        context = ""
-        if agentic:
-            context = POLICY
-        else:
-            strategy = "hybrid" if config.hybrid_search else "bm25"
-            found = await self.knowledge.search(question, history, strategy=strategy, k=config.limit,
-                                                kbs=config.knowledge_bases or None)
-            hits = [h for h in found.hits if guard.context_allowed(f"{h.topic.title}\n{h.topic.summary}")]
-            trace.retrieval = retrieval_trace(found)
-            if guard.screened:
-                trace.retrieval.skipped = f"{guard.screened} retrieved chunk(s) left out by prompt-injection-screen"
-            context = "\n\n---\n\n".join(f"{h.topic.title}\n{h.topic.summary}".strip() for h in hits)
+        hits, context, outputs = await self._retrieve(config, question, history, guard, trace, agentic)
         trace.stages.append(StageTiming(stage="context", ms=round((time.perf_counter() - t0) * 1000, 3)))
         system = config.system_prompt.replace("{context_str}", context or "No additional information.")
         system = system.replace("{query_str}", question)
         prompt = [PromptMessage(role="system", content=system),
                   *(PromptMessage(role="user" if m.role is Role.USER else "assistant", content=m.text) for m in stored),
                   PromptMessage(role="user", content=question)]
-        # An answer the guardrails may change is sent whole, once checked (no token streaming then).
-        holds_output = bool(guard.names & {"pii-redaction", "blocked-terms"})
-        reply = await self._reply(config, prompt, hits, agentic, None if holds_output else on_delta)
+        # An answer that may still change (guardrails, the hallucination check) is sent whole, once final.
+        hold = bool(guard.names & {"pii-redaction", "blocked-terms"}) or config.enable_hallucination_check
+        reply = await self._reply(config, prompt, hits, agentic, None if hold else on_delta)
+        if config.enable_hallucination_check and self.llm is not None and not agentic:
+            reply = await self._checked(config, question, prompt, hits, reply, trace, outputs)
         reply.text = guard.outgoing(reply.text)
-        if holds_output and on_delta is not None:
+        if hold and on_delta is not None:
             await on_delta(reply.text)
         if agentic:
             hits = await self._tool_hits(reply.tool_calls)
@@ -163,10 +154,59 @@ class AgentRunner:
         conversation.last_activity_at = utcnow()
         await self.store.add_message(agent_message)
         await self.store.finish_turn(agent_message, conversation, trace, self.sessions.activity_key)
+        rag_mode = "agentic" if agentic else ("multihop" if outputs.get("multihop", {}).get("queries") else "normal")
         return InvokeResult(text=reply.text, model=reply.model or self._model(config), sources=source_nodes(hits),
-                            rag_mode="agentic" if agentic else "normal", usage=reply.usage, turn_id=trace.turn_id,
+                            rag_mode=rag_mode, usage=reply.usage, turn_id=trace.turn_id,
                             conversation_id=conversation.id,
-                            guardrails={"applied": sorted(guard.names), "screened": guard.screened})
+                            outputs={**outputs, "guardrails": {"applied": sorted(guard.names),
+                                                               "screened": guard.screened}})
+
+    async def _retrieve(self, config: AgentConfig, question: str, history: list[ChatTurn], guard: Guardrails,
+                        trace: TurnTrace, agentic: bool) -> tuple[list[Hit], str, dict]:
+        """The hits and the context text (the tool policy when the model searches itself)."""
+        if agentic:
+            return [], POLICY, {}
+        strategy = "hybrid" if config.hybrid_search else "bm25"
+
+        async def search(query: str) -> list[Hit]:
+            found = await self.knowledge.search(query, history, strategy=strategy, k=config.limit,
+                                                kbs=config.knowledge_bases or None)
+            if trace.retrieval is None:
+                trace.retrieval = retrieval_trace(found)
+            return [h for h in found.hits if guard.context_allowed(f"{h.topic.title}\n{h.topic.summary}")]
+
+        hits = await search(question)
+        outputs: dict = {}
+        if config.enable_multihop_query_refinement and self.llm is not None:
+            refined = await refine(self.llm, question, hits, search)
+            hits = refined.hits[:config.limit * (1 + len(refined.queries))]
+            outputs["multihop"] = {"queries": refined.queries, "note": refined.note}
+            trace.checks["multihop"] = (refined.note or f"{len(refined.queries)} refined search(es): "
+                                        + "; ".join(refined.queries) if refined.queries or refined.note
+                                        else "the first results were judged relevant")
+        if guard.screened and trace.retrieval is not None:
+            trace.retrieval.skipped = f"{guard.screened} retrieved chunk(s) left out by prompt-injection-screen"
+        return hits, "\n\n---\n\n".join(f"{h.topic.title}\n{h.topic.summary}".strip() for h in hits), outputs
+
+    async def _checked(self, config: AgentConfig, question: str, prompt: list[PromptMessage], hits: list[Hit],
+                       reply: Reply, trace: TurnTrace, outputs: dict) -> Reply:
+        """The hallucination check: an unsupported answer is regenerated once with the judge's feedback."""
+        assert self.llm is not None
+        verdict = await judge_answer(self.llm, question, hits, reply.text)
+        regenerated = False
+        if verdict.checked and not verdict.supported:
+            again = [*prompt, PromptMessage(role="assistant", content=reply.text),
+                     PromptMessage(role="user", content=feedback(verdict.claims))]
+            first = reply
+            reply = await self._reply(config, again, hits, False, None)
+            reply.usage.total_tokens += first.usage.total_tokens
+            regenerated = True
+        outputs["hallucinationCheck"] = {"checked": verdict.checked, "supported": verdict.supported,
+                                         "unsupportedClaims": verdict.claims, "regenerated": regenerated,
+                                         "note": verdict.note}
+        trace.checks["hallucination"] = verdict.note or (
+            "supported" if verdict.supported else f"regenerated: {'; '.join(verdict.claims)}")
+        return reply
 
     def _model(self, config: AgentConfig) -> str:
         return config.llm_model_id or self.settings.llm_model

@@ -175,6 +175,7 @@ class TurnTrace(BaseModel):
     usage: TokenUsage | None = None
     retrieval: RetrievalTrace | None = None
     tool_calls: list[ToolCallTrace] = Field(default_factory=list)  # agentic retrieval: what the model searched
+    checks: dict[str, Text] = Field(default_factory=dict)  # the agent API's checks: multihop, hallucination
     sections: dict[str, dict[str, int | bool]] = Field(default_factory=dict)
     error: Text | None = None
     delivery_error: Text | None = None

@@ -165,7 +165,7 @@ async def prepared(request: Request, agent_id: str, version_id: str) -> tuple[Se
 
 def response_json(result: InvokeResult, *, completed: bool = False) -> dict:
     custom = {"sourceNodes": [{"docId": s.doc_id, "chunkId": s.chunk_id, "score": s.score, "text": s.text}
-                              for s in result.sources], "ragMode": result.rag_mode, "guardrails": result.guardrails}
+                              for s in result.sources], "ragMode": result.rag_mode, **result.outputs}
     base = {"object": "response.completed" if completed else "response", "createdAt": result.created_at,
             "model": result.model}
     if completed:
