@@ -35,6 +35,14 @@ SUPPORT = {
 }
 
 
+async def _judge(llm: LLMClient, schema: dict, prompt: str) -> dict | str:
+    """The judge's verdict, or why there is none (a failed judge is reported, never raised)."""
+    try:
+        return await llm.structured_generation(prompt, schema)
+    except (LLMError, StructuredOutputError) as exc:
+        return str(exc)
+
+
 def context_of(hits: list[Hit]) -> str:
     return "\n\n---\n\n".join(f"[{h.topic.source}] {h.topic.title}\n{h.topic.summary}".strip() for h in hits)
 
@@ -51,13 +59,12 @@ async def refine(llm: LLMClient, question: str, hits: list[Hit],
     """Search again with a refined query while the judge finds the chunks irrelevant (bounded)."""
     outcome = Refinement(hits=hits)
     for _ in range(MAX_HOPS):
-        try:
-            verdict = await llm.structured_generation(
-                "You judge search results for a question. Say whether the results contain what is needed to "
-                "answer it. If they do not, write one better, self-contained search query.\n\n"
-                f"Question: {question}\n\nResults:\n{context_of(outcome.hits) or '(none)'}", RELEVANCE)
-        except (LLMError, StructuredOutputError) as exc:
-            outcome.note = f"relevance judge failed: {exc}"
+        verdict = await _judge(llm, RELEVANCE, (
+            "You judge search results for a question. Say whether the results contain what is needed to "
+            "answer it. If they do not, write one better, self-contained search query.\n\n"
+            f"Question: {question}\n\nResults:\n{context_of(outcome.hits) or '(none)'}"))
+        if isinstance(verdict, str):
+            outcome.note = f"relevance judge failed: {verdict}"
             return outcome
         query = verdict["refined_query"].strip()
         if verdict["relevant"] or not query or query in outcome.queries:
@@ -81,13 +88,12 @@ class Verdict:
 
 
 async def judge_answer(llm: LLMClient, question: str, hits: list[Hit], answer: str) -> Verdict:
-    try:
-        verdict = await llm.structured_generation(
-            "You check an answer against the only facts it may use. List every claim in the answer that the "
-            "context does not support (saying it does not know is always supported).\n\n"
-            f"Context:\n{context_of(hits) or '(none)'}\n\nQuestion: {question}\n\nAnswer: {answer}", SUPPORT)
-    except (LLMError, StructuredOutputError) as exc:
-        return Verdict(checked=False, note=f"hallucination judge failed: {exc}")
+    verdict = await _judge(llm, SUPPORT, (
+        "You check an answer against the only facts it may use. List every claim in the answer that the "
+        "context does not support (saying it does not know is always supported).\n\n"
+        f"Context:\n{context_of(hits) or '(none)'}\n\nQuestion: {question}\n\nAnswer: {answer}"))
+    if isinstance(verdict, str):
+        return Verdict(checked=False, note=f"hallucination judge failed: {verdict}")
     claims = [c for c in verdict["unsupported_claims"] if c.strip()]
     return Verdict(checked=True, supported=bool(verdict["supported"]) and not claims, claims=claims)
 
