@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from gateway.agents.adjacent import widen
 from gateway.agents.checks import feedback, judge_answer, refine
 from gateway.agents.definitions import AgentConfig, AgentVersion
 from gateway.agents.guardrails import Guardrails
@@ -184,9 +185,25 @@ class AgentRunner:
             trace.checks["multihop"] = (refined.note or f"{len(refined.queries)} refined search(es): "
                                         + "; ".join(refined.queries) if refined.queries or refined.note
                                         else "the first results were judged relevant")
+        if config.adjacent_chunk_range:
+            hits = await widen(hits, config.adjacent_chunk_range, config.adjacent_chunk_merge, self._fetch(config))
         if guard.screened and trace.retrieval is not None:
             trace.retrieval.skipped = f"{guard.screened} retrieved chunk(s) left out by prompt-injection-screen"
         return hits, "\n\n---\n\n".join(f"{h.topic.title}\n{h.topic.summary}".strip() for h in hits), outputs
+
+    def _fetch(self, config: AgentConfig):
+        """Topics by source from the agent's knowledge bases (a chunk's neighbours live in its own)."""
+
+        async def fetch(sources) -> list:
+            names = config.knowledge_bases or await self.knowledge.bases.names()
+            found: dict = {}
+            for name in names:
+                for topic in await self.knowledge.bases.instance(name).get_many(
+                        [s for s in sources if s not in found]):
+                    found[topic.source] = topic
+            return list(found.values())
+
+        return fetch
 
     async def _checked(self, config: AgentConfig, question: str, prompt: list[PromptMessage], hits: list[Hit],
                        reply: Reply, trace: TurnTrace, outputs: dict) -> Reply:
