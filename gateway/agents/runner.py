@@ -43,6 +43,7 @@ from gateway.knowledge.rag_preparation import retrieval_trace
 from gateway.turn.llm import CallOptions, LLMClient
 from gateway.turn.responders import KnowledgeHit, OfflineResponder, Reply, ReplyRequest
 from rag_core.retrieval import ChatTurn, Hit
+from rag_core.topic import RAG_CONTEXT_LABEL
 
 CHANNEL = "api"
 ROLES = {"user": Role.USER, "assistant": Role.AGENT}
@@ -169,12 +170,17 @@ class AgentRunner:
             return [], POLICY, {}
         strategy = "hybrid" if config.hybrid_search else "bm25"
 
+        # The retrieval pool is the rag_context topics; other labels narrow it (any of them), so search wider.
+        narrowed = set(config.labels) - {RAG_CONTEXT_LABEL}
+
         async def search(query: str) -> list[Hit]:
-            found = await self.knowledge.search(query, history, strategy=strategy, k=config.limit,
+            found = await self.knowledge.search(query, history, strategy=strategy,
+                                                k=config.limit * (4 if narrowed else 1),
                                                 kbs=config.knowledge_bases or None)
             if trace.retrieval is None:
                 trace.retrieval = retrieval_trace(found)
-            return [h for h in found.hits if guard.context_allowed(f"{h.topic.title}\n{h.topic.summary}")]
+            kept = [h for h in found.hits if not narrowed or narrowed & set(h.topic.labels)][:config.limit]
+            return [h for h in kept if guard.context_allowed(f"{h.topic.title}\n{h.topic.summary}")]
 
         hits = await search(question)
         outputs: dict = {}

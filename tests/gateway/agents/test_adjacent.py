@@ -27,3 +27,14 @@ def test_neighbours_merged_or_separate(api, fake_openai):
     chunks = [n["chunkId"] for n in separate["customOutputs"]["sourceNodes"] if n["chunkId"].startswith("doc:")]
     assert len(chunks) == 3 and chunks[0].endswith("#2")  # the hit first, then its neighbours
     assert chunks[1:] == [chunks[0][:-1] + "1", chunks[0][:-1] + "3"]
+
+
+def test_labels_narrow_the_pool(api):
+    api.post("/api/kb/topics", headers=ADMIN, json={"source": "vip-tandem", "title": "Tandem rental for members",
+                                                    "summary": "Members pay 40 euros a day for a tandem.",
+                                                    "labels": ["rag_context", "members"]})
+    agent = make_agent(api, "members", labels=["rag_context", "members"], limit=3)
+    auth = {"Authorization": f"Bearer {key_for(api, agent['id'])}"}
+    out = api.post(f"/v1/agents/{agent['id']}/versions/latest/invoke", headers=auth, json={
+        "messages": [{"role": "user", "content": "tandem rental price"}]}).json()
+    assert [n["chunkId"] for n in out["customOutputs"]["sourceNodes"]] == ["vip-tandem"]
