@@ -15,6 +15,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from rq import Queue
 
 from gateway.agents.api_keys import ApiKeys
+from gateway.agents.channel_agent import ChannelAgent
 from gateway.agents.runner import AgentRunner
 from gateway.agents.store import AgentStore
 from gateway.catalogue import CUSTOMER_ATTRIBUTES, PERSONA_ATTRIBUTES
@@ -186,8 +187,9 @@ class Services:
         knowledge = Knowledge(settings, llm, document_lock=lambda doc_id: mutex.hold(f"document:{doc_id}"))
         rag_modes: dict[str, RagMode] = {}  # filled by the channels as they are installed
         tool_support = ToolSupport(settings.llm_supports_tools and llm is not None)
+        agents = AgentStore(store)
         rag = PrepareRagContext(settings, knowledge, persona_attributes, memory, queues["rag"], rag_modes,
-                                tool_support)
+                                tool_support, ChannelAgent(agents, settings.agent_id).choice)
         events.subscribe(ConversationStarted, rag.on_conversation_started)
         responder: Responder = (
             LLMResponder(llm)
@@ -255,7 +257,7 @@ class Services:
                                      services.direct_sinks, pipeline.capabilities)
         services.live_feed = LiveFeed(store)
         services.conversations = ConversationList(store, handoffs)
-        services.agents = AgentStore(store)
+        services.agents = agents
         services.api_keys = ApiKeys(store, settings.api_key_rate_limit_per_min)
         services.agent_runner = AgentRunner(settings, store, sessions, memory, knowledge, llm, tool_support)
         services.on_start.append(services._channel_agent)

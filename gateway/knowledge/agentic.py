@@ -35,6 +35,7 @@ class AgenticResponder:
     async def reply(self, request: ReplyRequest) -> Reply:
         if not request.agentic:
             return await self.inner.reply(request)
+        tool = self.tool if request.kbs is None else KnowledgeTool(self.tool.knowledge, request.kbs)
         messages: list[dict] = [{"role": m.role, "content": m.content} for m in request.prompt]
         calls: list[ToolCallTrace] = []
         usage = TokenUsage()
@@ -44,7 +45,7 @@ class AgenticResponder:
                 step = await self.llm.tool_step(messages, [SPEC], request.on_delta, final=final)
             except ToolsUnsupported as exc:
                 self.support.refused(exc.message)
-                return await self._inline(request, calls, str(exc.message))
+                return await self._inline(request, tool, calls, str(exc.message))
             _add(usage, step.usage)
             if not step.calls or final:
                 if not step.text.strip():
@@ -61,15 +62,16 @@ class AgenticResponder:
                                else f"tool call limit ({self.max_calls}) reached; answer now")
                     result, trace = _refusal(call.name, problem)
                 else:
-                    result, trace = await self.tool.run(call.arguments)
+                    result, trace = await tool.run(call.arguments)
                 calls.append(trace)
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
 
-    async def _inline(self, request: ReplyRequest, calls: list[ToolCallTrace], why: str) -> Reply:
+    async def _inline(self, request: ReplyRequest, tool: KnowledgeTool, calls: list[ToolCallTrace],
+                      why: str) -> Reply:
         """The model refused tools: search with the user's message, put the result in the prompt, reply."""
         question = next((m.content for m in reversed(request.prompt) if m.role == "user"), "")
-        scope = await self.tool.scope()
-        found = await self.tool.knowledge.search(question, kbs=scope or None)
+        scope = await tool.scope()
+        found = await tool.knowledge.search(question, kbs=scope or None)
         context = format_rag(found.topics)
         calls.append(ToolCallTrace(name="inline_fallback", arguments={"query_text": question[:200]},
                                    result_count=len(found.hits), knowledge_bases=scope,

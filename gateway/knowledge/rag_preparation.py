@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 
 from rq import Queue, Retry
 from rq.job import Job, JobStatus
@@ -57,6 +58,18 @@ def knowledge_hits(result: SearchResult) -> list[KnowledgeHit]:
     ]
 
 
+@dataclass(frozen=True)
+class RetrievalChoice:
+    """How the channels' agent retrieves now (from its agent definition; settings until one exists)."""
+
+    mode: str = "inline"  # inline | agentic
+    k: int | None = None
+    kbs: tuple[str, ...] = ()  # empty: the settings' knowledge bases (all, unless configured)
+
+
+ChoiceSource = Callable[[], Awaitable[RetrievalChoice | None]]
+
+
 class PrepareRagContext:
     def __init__(
         self,
@@ -67,6 +80,7 @@ class PrepareRagContext:
         queue: Queue,
         rag_modes: Mapping[str, RagMode] | None = None,
         tool_support: ToolSupport | None = None,
+        choice: ChoiceSource | None = None,
     ) -> None:
         self.settings = settings
         # Each channel's rag mode, by name, as the channels registered them (read when a conversation starts).
@@ -76,6 +90,7 @@ class PrepareRagContext:
         self.memory = memory
         self.queue = queue
         self.tool_support = tool_support  # agentic retrieval needs a model that can call tools
+        self.choice = choice  # the channels' agent definition, read (cached) before each turn
 
     # -- the algorithm -------------------------------------------------------------------------
     async def prepare_for(
@@ -84,19 +99,28 @@ class PrepareRagContext:
         query: str,
         exclude_message_id: str | None = None,
         recent: list[Message] | None = None,
+        choice: RetrievalChoice | None = None,
     ) -> SearchResult:
         """Search with the conversation around ``query`` and store the result as the ``rag`` attribute."""
         if recent is None:
             recent = await self.memory.get_memory(persona_id, count=RAG_HISTORY_MESSAGES + 1)
         history = _history(recent, exclude_message_id)
         meta = await self.attributes.get(persona_id, "conversation_meta")
-        result = await self.knowledge.search(query, history, conversation_meta=str(meta or ""))
+        choice = choice or await self._choice()
+        result = await self.knowledge.search(query, history, conversation_meta=str(meta or ""), k=choice.k,
+                                             kbs=list(choice.kbs) or None)
         await self.attributes.set(persona_id, "rag", format_rag(result.topics))
         return result
 
     # -- the pipeline hook ---------------------------------------------------------------------
+    async def _choice(self) -> RetrievalChoice:
+        chosen = await self.choice() if self.choice is not None else None
+        return chosen or RetrievalChoice(mode=self.settings.retrieval_mode)
+
     async def prepare(self, turn: Turn) -> None:
-        if self._agentic(turn):
+        choice = await self._choice()
+        turn.kbs = list(choice.kbs)
+        if self._agentic(turn, choice):
             turn.agentic = True
             turn.rag = POLICY  # where the knowledge would go, the prompt says how to search for it
             turn.trace.retrieval = RetrievalTrace(
@@ -107,7 +131,7 @@ class PrepareRagContext:
             return
         try:
             result = await self.prepare_for(
-                turn.persona.id, turn.inbound.text, turn.user_message.id, turn.recent or None
+                turn.persona.id, turn.inbound.text, turn.user_message.id, turn.recent or None, choice
             )
         except KnowledgeBaseUnavailable as exc:
             log.warning("knowledge base unavailable; replying without RAG: %s", exc)
@@ -117,10 +141,10 @@ class PrepareRagContext:
         turn.hits = knowledge_hits(result)
         turn.trace.retrieval = retrieval_trace(result)
 
-    def _agentic(self, turn: Turn) -> bool:
+    def _agentic(self, turn: Turn, choice: RetrievalChoice) -> bool:
         """Agentic for chat turns whose model can call tools; a phone call keeps queued inline retrieval
         (a tool round trip would be a second of silence)."""
-        return (self.settings.retrieval_mode == "agentic" and turn.rag_mode == "inline"
+        return (choice.mode == "agentic" and turn.rag_mode == "inline"
                 and self.tool_support is not None and self.tool_support.supported)
 
     async def _queued(self, turn: Turn) -> None:

@@ -70,9 +70,10 @@ class Turn:
     hits: list[KnowledgeHit] = field(default_factory=list)
     rag_mode: RagMode = "inline"
     agentic: bool = False  # the model searches with a tool (set by the RAG preparer); nothing was injected
+    kbs: list[str] = field(default_factory=list)  # the knowledge bases it may search (empty: the default)
 
     # What ``run`` works out again from the store when it starts; everything else is saved.
-    RECOMPUTED = frozenset({"memory", "recent", "rag", "hits", "agentic"})
+    RECOMPUTED = frozenset({"memory", "recent", "rag", "hits", "agentic", "kbs"})
 
     def snapshot(self) -> str:
         """The accepted turn as JSON, to run it in another process (after a crash)."""
@@ -398,7 +399,8 @@ class TurnPipeline:
     async def _reply(self, turn: Turn, prompt, sink: ReplySink, deadline: float) -> Reply:
         """The responder's reply, or the fallback message once, with the reason in the trace."""
         request = ReplyRequest(
-            prompt=prompt, hits=turn.hits, on_delta=sink.delta if sink.streaming else None, agentic=turn.agentic
+            prompt=prompt, hits=turn.hits, on_delta=sink.delta if sink.streaming else None, agentic=turn.agentic,
+            kbs=turn.kbs or None,
         )
         try:
             async with asyncio.timeout_at(deadline):

@@ -31,6 +31,7 @@ class ReplyRequest:
     hits: Sequence[KnowledgeHit] = ()
     on_delta: DeltaCallback | None = None
     agentic: bool = False  # the model searches the knowledge base itself (query_knowledge); none was injected
+    kbs: Sequence[str] | None = None  # the knowledge bases its searches may reach (None: the responder's own)
 
 
 @dataclass

@@ -117,3 +117,21 @@ def test_invoke_stream_is_ndjson_and_ends_with_custom_outputs(api, fake_openai):
         assert broken.status_code == 200  # already sent when the model failed
         lines = [json.loads(line) for line in broken.iter_lines() if line]
     assert lines[-1]["object"] == "error" and lines[-1]["status"] == 502
+
+
+def test_patching_the_channels_agent_changes_the_channels(api, settings, fake_openai):
+    from gateway.knowledge.kb_tool import NAME
+
+    session = api.post("/api/chat/sessions").json()
+    auth = {"Authorization": f"Bearer {session['token']}"}
+    path = f"/api/chat/sessions/{session['session_id']}/messages"
+    api.post(path, json={"text": "tandem price?"}, headers=auth)
+    assert not fake_openai.chat_requests()[-1]["body"].get("tools")  # inline, as the settings said
+    patched = api.patch(f"/v1/agents/{settings.agent_id}", headers=ADMIN, json={"config": {"retrievalMode": "agentic"}})
+    assert patched.status_code == 200
+    time.sleep(5.1)  # each process reads the definition at most every 5 s
+    fake_openai.script_tool_calls((NAME, {"action": "query", "kb_id": "main", "query_text": "tandem"}))
+    fake_openai.script_reply("Tandems are 50 euros a day.")
+    answer = api.post(path, json={"text": "and a tandem?"}, headers=auth).json()
+    assert answer["reply"]["text"] == "Tandems are 50 euros a day."
+    assert fake_openai.chat_requests()[-2]["body"]["tools"][0]["function"]["name"] == NAME
