@@ -18,11 +18,20 @@ BODY = json.dumps({
 })
 
 
+CHUNK = ('data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":0,"model":"bench",'
+         '"choices":[{"index":0,"delta":{"content":%s},"finish_reason":null}]}\n\n')
+STREAM = "".join(CHUNK % json.dumps(part) for part in ("Sure", ", ", "done", ".")) + (
+    'data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":0,"model":"bench","choices":[],'
+    '"usage":{"prompt_tokens":20,"completion_tokens":3,"total_tokens":23}}\n\ndata: [DONE]\n\n')
+
+
 def make_app(delay_s: float = 0.0) -> web.Application:
     async def chat(request: web.Request) -> web.Response:
-        await request.read()
+        body = await request.read()
         if delay_s:
             await asyncio.sleep(delay_s)
+        if b'"stream":true' in body.replace(b" ", b""):  # the streamed form, for streaming callers
+            return web.Response(text=STREAM, content_type="text/event-stream")
         return web.Response(text=BODY, content_type="application/json")
 
     app = web.Application()
