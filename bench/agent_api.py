@@ -149,13 +149,18 @@ async def part_b(args) -> None:
     from gateway.core.settings import Settings
     from gateway.knowledge.kb_tool import SPEC, KnowledgeTool
     from gateway.knowledge.search import Knowledge
+    from gateway.turn.llm import LLMClient
     from rag_core.evaluation import load_queries
     from rag_core.ingestion import import_file
     from rag_core.tokens import estimate_tokens
 
+    # A search LLM that does not answer (a closed port): hybrid_llm builds and counts its selection
+    # prompt, then falls back to the fused order — the prompt is what is measured here.
     settings = Settings(_env_file=None, agent_id="benchtokens", data_dir=Path(tempfile.mkdtemp()),
-                        qdrant_url=":memory:", embedding_model_path=MODEL if MODEL.exists() else None)
-    knowledge = Knowledge(settings, None)
+                        qdrant_url=":memory:", embedding_model_path=MODEL if MODEL.exists() else None,
+                        llm_base_url="http://127.0.0.1:9/v1", llm_api_key="none", llm_max_retries=0)
+    llm = LLMClient(settings)
+    knowledge = Knowledge(settings, llm)
     knowledge.open()
     await import_file(knowledge.kb, STACKFAQ / "topics.jsonl")
     tool = KnowledgeTool(knowledge)
@@ -171,6 +176,7 @@ async def part_b(args) -> None:
         agentic.append(spec_tokens + estimate_tokens(arguments) + estimate_tokens(result))
         hit_agentic += bool(trace.sources) and trace.sources[0] in case.gold
     knowledge.close()
+    await llm.aclose()
     n = len(cases)
     print(f"\n(b) StackFAQ dev, {n} questions, search-LLM tokens read per question (estimated as the gateway does)")
     print(f"hybrid_llm selection prompt: mean {statistics.mean(selection):.0f}, p50 {statistics.median(selection):.0f}"
