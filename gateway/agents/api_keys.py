@@ -1,88 +1,138 @@
 """API keys for the agent API's callers (not the admin token): scoped to agents, rate-limited.
 
-A key is ``sbk_`` + 32 random bytes, shown once and stored as its SHA-256 (a slow password hash
-buys nothing for 256 random bits, and every call would pay for it). Each key has a per-minute
-limit counted in Redis (fixed one-minute windows, shared by every replica).
+A key is ``sbk_`` + 32 random bytes, shown once and stored only as its SHA-256. A slow password
+hash (argon2, as operators' passwords use) protects guessable secrets; 256 random bits cannot be
+guessed from their digest, and every call would pay argon2's cost. The digest is also the lookup
+key, so the time an answer takes depends on a hash of the guess, never on how much of a real key it
+matches: there is no secret comparison left to make constant-time.
+
+Each key has a per-minute limit counted in Redis and shared by every replica: the window starts at
+the key's first call and lasts 60 s; past the limit a call is refused until the window ends.
 """
 
 from __future__ import annotations
 
 import hashlib
 import secrets
-import time
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gateway.conversation.store import RedisStore
-from gateway.core.errors import Forbidden, NotFound, RateLimited, Unauthorized
+from gateway.core.errors import Forbidden, InvalidInput, NotFound, RateLimited, Unauthorized
 from gateway.core.models import new_id, utcnow
 
+__all__ = ["PREFIX", "WINDOW_S", "ApiKey", "ApiKeyCreate", "ApiKeys"]
+
 PREFIX = "sbk_"
+WINDOW_S = 60
+
+
+class ApiKeyCreate(BaseModel):
+    """``POST /api/keys``; snake_case as the issue names the fields."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: str = Field(min_length=1, max_length=100)
+    agents: list[str] = Field(min_length=1, max_length=100)
+    rate_limit_per_min: int | None = Field(default=None, ge=1, le=100_000)
 
 
 class ApiKey(BaseModel):
+    """What is kept of a key (never the key itself)."""
+
     id: str
-    name: str = Field(min_length=1, max_length=100)
-    agents: list[str] = Field(min_length=1)
-    rate_limit_per_min: int = Field(ge=1, le=100_000)
+    name: str
+    agents: list[str]
+    rate_limit_per_min: int
     created_at: str = Field(default_factory=lambda: utcnow().isoformat())
 
 
-def _digest(key: str) -> str:
+def digest(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def _invalid(exc: ValidationError) -> InvalidInput:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "body"
+    return InvalidInput(f"{where}: {first['msg']}")
+
+
 class ApiKeys:
+    """``apikeys`` (id → record), ``apikeys:by_digest`` (digest → id), ``apikeys:digest_of`` (id →
+    digest, so a revoke needs no scan) and ``apikeys:rate:<id>`` (calls in the current window)."""
+
     def __init__(self, store: RedisStore, default_rate_limit_per_min: int) -> None:
         self.store = store
         self.redis = store.redis
         self.default_rate = default_rate_limit_per_min
 
+    def _key(self, *parts: str) -> str:
+        return self.store.key("apikeys", *parts)
+
     async def create(self, name: str, agents: list[str], rate_limit_per_min: int | None = None) -> tuple[ApiKey, str]:
-        record = ApiKey(id=new_id(), name=name, agents=agents,
-                        rate_limit_per_min=rate_limit_per_min or self.default_rate)
+        """The record and the plaintext key, which is not kept and cannot be shown again."""
+        try:
+            spec = ApiKeyCreate(name=name, agents=agents, rate_limit_per_min=rate_limit_per_min)
+        except ValidationError as exc:
+            raise _invalid(exc) from exc
+        record = ApiKey(id=new_id(), name=spec.name, agents=list(dict.fromkeys(spec.agents)),
+                        rate_limit_per_min=spec.rate_limit_per_min or self.default_rate)
         key = PREFIX + secrets.token_urlsafe(32)
         pipe = self.redis.pipeline(transaction=True)
         pipe.hset(self.store.key("apikeys"), record.id, record.model_dump_json())
-        pipe.hset(self.store.key("apikeys", "by_digest"), _digest(key), record.id)
+        pipe.hset(self._key("by_digest"), digest(key), record.id)
+        pipe.hset(self._key("digest_of"), record.id, digest(key))
         await pipe.execute()
         return record, key
 
     async def list(self) -> list[ApiKey]:
         stored = await self.redis.hgetall(self.store.key("apikeys"))
-        return [ApiKey.model_validate_json(raw) for raw in stored.values()]
+        return sorted((ApiKey.model_validate_json(raw) for raw in stored.values()), key=lambda k: k.created_at)
 
     async def revoke(self, key_id: str) -> None:
-        if not await self.redis.hdel(self.store.key("apikeys"), key_id):
+        known = await self.redis.hget(self._key("digest_of"), key_id)
+        if known is None:
             raise NotFound(f"no API key {key_id!r}")
-        digests = await self.redis.hgetall(self.store.key("apikeys", "by_digest"))
-        gone = [d for d, i in digests.items() if i.decode() == key_id]
-        if gone:
-            await self.redis.hdel(self.store.key("apikeys", "by_digest"), *gone)
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.hdel(self.store.key("apikeys"), key_id)
+        pipe.hdel(self._key("by_digest"), known.decode())
+        pipe.hdel(self._key("digest_of"), key_id)
+        pipe.delete(self._key("rate", key_id))
+        await pipe.execute()
+
+    async def authenticate(self, key: str | None) -> ApiKey | None:
+        """The key's record, or None for a missing, unknown or revoked key."""
+        if not key or not key.startswith(PREFIX):
+            return None
+        key_id = await self.redis.hget(self._key("by_digest"), digest(key))
+        raw = await self.redis.hget(self.store.key("apikeys"), key_id.decode()) if key_id else None
+        return ApiKey.model_validate_json(raw) if raw else None
 
     async def identify(self, key: str | None) -> ApiKey:
         """The key's record; 401 for a missing, unknown or revoked key."""
-        if not key or not key.startswith(PREFIX):
+        if not key:
             raise Unauthorized("an API key is required: Authorization: Bearer sbk_...")
-        key_id = await self.redis.hget(self.store.key("apikeys", "by_digest"), _digest(key))
-        raw = await self.redis.hget(self.store.key("apikeys"), key_id.decode()) if key_id else None
-        if raw is None:
+        record = await self.authenticate(key)
+        if record is None:
             raise Unauthorized("unknown or revoked API key")
-        return ApiKey.model_validate_json(raw)
+        return record
 
     async def authorize(self, key: str | None, agent_id: str) -> ApiKey:
         """The key's record if it may call ``agent_id`` now: 401 unknown or revoked, 403 another agent's,
-        429 (with the seconds to wait) past its per-minute limit."""
+        429 (with the seconds to wait) past its per-minute limit. Refused calls use none of the limit."""
         record = await self.identify(key)
         if agent_id not in record.agents:
             raise Forbidden(f"this API key may not call agent {agent_id!r}")
-        window = int(time.time() // 60)
-        counter = self.store.key("apikeys", "rate", record.id, str(window))
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.incr(counter)
-        pipe.expire(counter, 120)
-        used, _ = await pipe.execute()
+        await self._count(record)
+        return record
+
+    async def _count(self, record: ApiKey) -> None:
+        counter = self._key("rate", record.id)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.set(counter, 0, ex=WINDOW_S, nx=True)  # the window starts at the first call
+            pipe.incr(counter)
+            pipe.ttl(counter)
+            _, used, ttl = await pipe.execute()
         if used > record.rate_limit_per_min:
             raise RateLimited(f"this API key allows {record.rate_limit_per_min} calls a minute",
-                              retry_after_s=max(1, 60 - int(time.time() % 60)))
-        return record
+                              retry_after_s=max(1, int(ttl)))

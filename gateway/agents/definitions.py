@@ -21,6 +21,9 @@ DEFAULT_SYSTEM_PROMPT = (
 )
 PLACEHOLDERS = ("{context_str}", "{query_str}")
 
+__all__ = ["DEFAULT_SYSTEM_PROMPT", "PLACEHOLDERS", "AgentConfig", "AgentCreate", "AgentDefinition", "AgentVersion",
+           "InferenceConfig"]
+
 
 class _Camel(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
@@ -35,7 +38,7 @@ class InferenceConfig(_Camel):
 class AgentConfig(_Camel):
     knowledge_bases: list[str] = Field(default_factory=list)  # empty: every knowledge base
     labels: list[str] = Field(default_factory=lambda: ["rag_context"])  # our equivalent of the seed's query filter
-    limit: int = Field(default=5, ge=1, le=50)
+    limit: int = Field(default=50, ge=1, le=200)  # chunks retrieved; ``rerankerTopN`` of them are kept
     hybrid_search: bool = True
     adjacent_chunk_range: int = Field(default=0, ge=0, le=5)
     adjacent_chunk_merge: bool = False
@@ -43,7 +46,7 @@ class AgentConfig(_Camel):
     enable_hallucination_check: bool = False
     enable_multihop_query_refinement: bool = False
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
-    llm_model_id: str | None = None  # default: SWITCHBOARD_LLM_MODEL
+    llm_model_id: str | None = Field(default=None, min_length=1)  # None: SWITCHBOARD_LLM_MODEL
     inference_config: InferenceConfig = Field(default_factory=InferenceConfig)
     guardrails: list[str] = Field(default_factory=list)
     retrieval_mode: Literal["inline", "agentic"] = "inline"
@@ -83,6 +86,10 @@ class AgentDefinition(_Camel):
 
 
 class AgentVersion(_Camel):
+    """A definition as it was at one change; written once, never updated."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
     version_id: str
     agent_id: str
     created_at: datetime = Field(default_factory=_now)

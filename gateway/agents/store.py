@@ -17,6 +17,8 @@ from gateway.conversation.store import RedisStore
 from gateway.core.errors import Conflict, InvalidInput, NotFound
 from gateway.core.models import new_id, utcnow
 
+__all__ = ["LATEST", "AgentStore"]
+
 LATEST = "latest"
 
 
@@ -24,6 +26,11 @@ def _invalid(exc: ValidationError) -> InvalidInput:
     first = exc.errors()[0]
     where = ".".join(str(p) for p in first["loc"] if p != "body") or "agent"
     return InvalidInput(f"{where}: {first['msg'].removeprefix('Value error, ')}")
+
+
+def _same(a: AgentDefinition, b: AgentDefinition) -> bool:
+    volatile = {"updated_at", "latest_version_id"}
+    return a.model_dump(exclude=volatile) == b.model_dump(exclude=volatile)
 
 
 class AgentStore:
@@ -59,7 +66,11 @@ class AgentStore:
             raise _invalid(exc) from exc
         if not await self.redis.hsetnx(self._key("agents"), definition.name, definition.id):
             raise Conflict(f"an agent named {definition.name!r} exists already")
-        return await self._write(definition)
+        try:
+            return await self._write(definition)
+        except BaseException:
+            await self.redis.hdel(self._key("agents"), definition.name)  # the name stays free
+            raise
 
     async def patch(self, agent_id: str, changes: dict[str, Any]) -> AgentVersion:
         """Change some fields (``config`` fields merge into the current config); a new version."""
@@ -81,6 +92,8 @@ class AgentStore:
             definition = AgentDefinition.model_validate({**merged, "updatedAt": utcnow()})
         except ValidationError as exc:
             raise _invalid(exc) from exc
+        if _same(definition, current):  # nothing changed: no new version
+            return await self.resolve(agent_id, current.latest_version_id)
         if definition.name != current.name:
             if not await self.redis.hsetnx(self._key("agents"), definition.name, definition.id):
                 raise Conflict(f"an agent named {definition.name!r} exists already")
@@ -88,7 +101,12 @@ class AgentStore:
         return await self._write(definition)
 
     async def delete(self, agent_id: str) -> None:
+        """The agent and all its versions. The channels' agent (id = the Redis namespace) stays: the
+        channels answer with it, and a restart would bring it back with only the settings' config."""
         current = await self.get(agent_id)
+        if agent_id == self.store.agent_id:
+            raise Conflict(f"agent {agent_id!r} answers the gateway's channels and cannot be deleted; "
+                           "PATCH it instead")
         versions = [raw.decode() for raw in await self.redis.lrange(self._key("agent", agent_id, "versions"), 0, -1)]
         pipe = self.redis.pipeline(transaction=True)
         pipe.hdel(self._key("agents"), current.name)

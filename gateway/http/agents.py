@@ -1,5 +1,5 @@
-"""The agent API: agents and versions (admin token), API keys (admin token), and invoke /
-invoke-stream (an API key scoped to the agent).
+"""The agent API: agents and versions (admin token); describe, invoke and invoke-stream (an API key
+scoped to the agent, ``gateway.http.agent_auth``). API keys are managed in ``gateway.http.api_keys``.
 
 Errors are ``{"status", "error", "message"}``; a refused agent definition or invocation is a 400.
 ``invoke-stream`` answers newline-delimited JSON: ``{"object": "response.delta", "text"}`` objects
@@ -26,6 +26,7 @@ from gateway.agents.definitions import AgentConfig, AgentVersion
 from gateway.agents.guardrails import CATALOG
 from gateway.agents.runner import InvokeResult
 from gateway.core.errors import BadRequest, InvalidInput
+from gateway.http.agent_auth import authorize_caller, require_agent_key
 from gateway.http.auth import bearer_token, require_admin, services_of
 from gateway.http.errors import failure
 from gateway.http.json_body import AdminRoute, JSONBodyRoute, read_json
@@ -103,33 +104,6 @@ async def guardrails(request: Request) -> dict:
     return {"guardrails": [{"name": g.name, "description": g.description} for g in CATALOG]}
 
 
-# -- API keys (admin) ----------------------------------------------------------------------------
-@admin.post("/api/keys", status_code=201)
-async def create_key(request: Request, services: Services = Depends(require_admin)) -> dict:
-    data = await read_json(request)
-    if not isinstance(data, dict) or not isinstance(data.get("name"), str) or not isinstance(data.get("agents"), list):
-        raise BadRequest('body: {"name": "...", "agents": ["<agent id>", ...], "rate_limit_per_min"?: n}')
-    for agent_id in data["agents"]:
-        await services.agents.get(str(agent_id))  # 404 for an agent that does not exist
-    try:
-        record, key = await services.api_keys.create(data["name"], [str(a) for a in data["agents"]],
-                                                     data.get("rate_limit_per_min"))
-    except ValidationError as exc:
-        raise BadRequest(f"{'.'.join(map(str, exc.errors()[0]['loc']))}: {exc.errors()[0]['msg']}") from None
-    return {**record.model_dump(), "key": key}
-
-
-@admin.get("/api/keys")
-async def list_keys(services: Services = Depends(require_admin)) -> dict:
-    return {"keys": [k.model_dump() for k in await services.api_keys.list()]}
-
-
-@admin.delete("/api/keys/{key_id}", status_code=204)
-async def revoke_key(key_id: str, services: Services = Depends(require_admin)) -> Response:
-    await services.api_keys.revoke(key_id)
-    return Response(status_code=204)
-
-
 # -- invoke (caller keys) ------------------------------------------------------------------------
 def session_of(request: Request) -> str | None:
     raw = request.headers.get("x-session-id")
@@ -145,7 +119,7 @@ async def prepared(request: Request, agent_id: str, version_id: str) -> tuple[Se
                                                                                  list[dict], str | None]:
     """Authorize the caller's key, read the body, resolve the version and apply the invocation's overrides."""
     services = services_of(request)
-    await services.api_keys.authorize(bearer_token(request), agent_id)
+    await authorize_caller(request, agent_id)
     session = session_of(request)
     body = await read_json(request)
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
@@ -161,6 +135,15 @@ async def prepared(request: Request, agent_id: str, version_id: str) -> tuple[Se
         first = exc.errors()[0]
         raise BadRequest(f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
     return services, version, merged, body["messages"], session
+
+
+@callers.get("/v1/agents/{agent_id}/versions/{version_id}/describe", dependencies=[Depends(require_agent_key)])
+async def describe(agent_id: str, version_id: str, request: Request) -> dict:
+    """What a caller's key may see of a version (``latest`` or an id): enough to pin it."""
+    version = await services_of(request).agents.resolve(agent_id, version_id)
+    config = version.definition.config.model_dump(by_alias=True, mode="json")
+    return {"agentId": version.agent_id, "name": version.definition.name, "versionId": version.version_id,
+            "createdAt": version.created_at.isoformat(), "config": config}
 
 
 def response_json(result: InvokeResult, *, completed: bool = False) -> dict:

@@ -12,6 +12,7 @@ from fastapi import FastAPI
 
 from gateway.core.settings import Settings
 from gateway.http import agents as agent_api
+from gateway.http import api_keys as api_keys_api
 from gateway.http import openai_compat
 from gateway.http.body_limit import BodyLimit
 from gateway.http.conversations import router as conversations_router
@@ -71,6 +72,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     app.include_router(conversations_router)
     app.include_router(agent_api.admin)
     app.include_router(agent_api.callers)
+    app.include_router(api_keys_api.router)
     app.include_router(openai_compat.router)
     include_live_routes(app)
     install_plugins(app, services)
