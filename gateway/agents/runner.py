@@ -180,6 +180,7 @@ class AgentRunner:
             if trace.retrieval is None:
                 trace.retrieval = retrieval_trace(found)
             kept = [h for h in found.hits if not narrowed or narrowed & set(h.topic.labels)][:config.limit]
+            kept = kept[:config.reranker_top_n]  # `limit` retrieved, the best `rerankerTopN` of them kept
             return [h for h in kept if guard.context_allowed(f"{h.topic.title}\n{h.topic.summary}")]
 
         hits = await search(question)

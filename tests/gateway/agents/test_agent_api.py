@@ -4,9 +4,10 @@ NDJSON. (Versions: test_agent_versions.py; keys: test_api_keys.py.)"""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 
-from tests.gateway.agents.conftest import key_for, make_agent
+from tests.gateway.agents.conftest import ADMIN, key_for, make_agent
 
 
 def test_invoke_answers_with_source_nodes_and_keeps_session_memory(api, fake_openai):
@@ -75,3 +76,15 @@ def test_patching_the_channels_agent_changes_the_channels(api, settings, fake_op
     answer = api.post(path, json={"text": "and a tandem?"}, headers=auth).json()
     assert answer["reply"]["text"] == "Tandems are 50 euros a day."
     assert fake_openai.chat_requests()[-2]["body"]["tools"][0]["function"]["name"] == NAME
+
+
+def test_invoke_keeps_the_best_reranker_top_n_of_the_limit_retrieved(api, fake_openai):
+    agent = make_agent(api, rerankerTopN=1)  # limit 2: both topics retrieved, one kept
+    auth = {"Authorization": f"Bearer {key_for(api, agent['id'])}"}
+    fake_openai.script_reply("Tandems are 50 euros a day.")
+    answer = api.post(f"/v1/agents/{agent['id']}/versions/latest/invoke", headers=auth,
+                      json={"messages": [{"role": "user", "content": "tandem price and opening hours?"}]})
+    assert answer.status_code == 200, answer.text
+    assert len(answer.json()["customOutputs"]["sourceNodes"]) == 1
+    system = fake_openai.chat_requests()[-1]["body"]["messages"][0]["content"]
+    assert system.count("---\n\n") == 0  # one topic in the context, not two
