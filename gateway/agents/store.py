@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import ValidationError
+from redis.asyncio.client import Pipeline
+from redis.exceptions import WatchError
 
 from gateway.agents.definitions import AgentCreate, AgentDefinition, AgentVersion
 from gateway.conversation.store import RedisStore
@@ -31,6 +33,26 @@ def _invalid(exc: ValidationError) -> InvalidInput:
 def _same(a: AgentDefinition, b: AgentDefinition) -> bool:
     volatile = {"updated_at", "latest_version_id"}
     return a.model_dump(exclude=volatile) == b.model_dump(exclude=volatile)
+
+
+def _changed(current: AgentDefinition, changes: dict[str, Any]) -> AgentDefinition:
+    merged = current.model_dump(by_alias=True, mode="json")
+    for key, value in changes.items():
+        if key == "config" and isinstance(value, dict):
+            config = merged["config"]
+            for name, inner in value.items():
+                if name == "inferenceConfig" and isinstance(inner, dict):
+                    config[name] = {**config[name], **inner}
+                else:
+                    config[name] = inner
+        elif key in ("id", "createdAt", "updatedAt", "latestVersionId"):
+            raise InvalidInput(f"{key}: cannot be changed")
+        else:
+            merged[key] = value
+    try:
+        return AgentDefinition.model_validate({**merged, "updatedAt": utcnow()})
+    except ValidationError as exc:
+        raise _invalid(exc) from exc
 
 
 class AgentStore:
@@ -64,55 +86,61 @@ class AgentStore:
             definition = AgentDefinition(id=agent_id or new_id(), **spec.model_dump())
         except ValidationError as exc:
             raise _invalid(exc) from exc
-        if not await self.redis.hsetnx(self._key("agents"), definition.name, definition.id):
-            raise Conflict(f"an agent named {definition.name!r} exists already")
-        try:
-            return await self._write(definition)
-        except BaseException:
-            await self.redis.hdel(self._key("agents"), definition.name)  # the name stays free
-            raise
+        key = self._key("agent", definition.id)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            await pipe.watch(key)
+            if await pipe.exists(key):
+                raise Conflict(f"an agent with id {definition.id!r} exists already")
+            await self._claim_name(definition)
+            pipe.multi()
+            version = self._queue_version(pipe, definition)
+            await self._execute(pipe, definition, release_name=True)
+        return version
 
     async def patch(self, agent_id: str, changes: dict[str, Any]) -> AgentVersion:
-        """Change some fields (``config`` fields merge into the current config); a new version."""
-        current = await self.get(agent_id)
-        merged = current.model_dump(by_alias=True, mode="json")
-        for key, value in changes.items():
-            if key == "config" and isinstance(value, dict):
-                config = merged["config"]
-                for name, inner in value.items():
-                    if name == "inferenceConfig" and isinstance(inner, dict):
-                        config[name] = {**config[name], **inner}
-                    else:
-                        config[name] = inner
-            elif key in ("id", "createdAt", "updatedAt", "latestVersionId"):
-                raise InvalidInput(f"{key}: cannot be changed")
-            else:
-                merged[key] = value
-        try:
-            definition = AgentDefinition.model_validate({**merged, "updatedAt": utcnow()})
-        except ValidationError as exc:
-            raise _invalid(exc) from exc
-        if _same(definition, current):  # nothing changed: no new version
-            return await self.resolve(agent_id, current.latest_version_id)
-        if definition.name != current.name:
-            if not await self.redis.hsetnx(self._key("agents"), definition.name, definition.id):
-                raise Conflict(f"an agent named {definition.name!r} exists already")
-            await self.redis.hdel(self._key("agents"), current.name)
-        return await self._write(definition)
+        """Change some fields (``config`` fields merge into the current config); a new version, unless
+        nothing changed. A change made meanwhile by someone else makes this one a 409, never a lost update."""
+        key = self._key("agent", agent_id)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            await pipe.watch(key)
+            raw = await pipe.get(key)
+            if raw is None:
+                raise NotFound(f"no agent {agent_id!r}; GET /v1/agents lists them")
+            current = AgentDefinition.model_validate_json(raw)
+            definition = _changed(current, changes)
+            if _same(definition, current):
+                return await self.resolve(agent_id, current.latest_version_id)
+            renamed = definition.name != current.name
+            if renamed:
+                await self._claim_name(definition)
+            pipe.multi()
+            if renamed:
+                pipe.hdel(self._key("agents"), current.name)
+            version = self._queue_version(pipe, definition)
+            await self._execute(pipe, definition, release_name=renamed)
+        return version
 
     async def delete(self, agent_id: str) -> None:
         """The agent and all its versions. The channels' agent (id = the Redis namespace) stays: the
         channels answer with it, and a restart would bring it back with only the settings' config."""
-        current = await self.get(agent_id)
         if agent_id == self.store.agent_id:
             raise Conflict(f"agent {agent_id!r} answers the gateway's channels and cannot be deleted; "
                            "PATCH it instead")
-        versions = [raw.decode() for raw in await self.redis.lrange(self._key("agent", agent_id, "versions"), 0, -1)]
-        pipe = self.redis.pipeline(transaction=True)
-        pipe.hdel(self._key("agents"), current.name)
-        pipe.delete(self._key("agent", agent_id), self._key("agent", agent_id, "versions"),
-                    *(self._key("agentversion", v) for v in versions))
-        await pipe.execute()
+        key, versions_key = self._key("agent", agent_id), self._key("agent", agent_id, "versions")
+        async with self.redis.pipeline(transaction=True) as pipe:
+            await pipe.watch(key, versions_key)
+            raw = await pipe.get(key)
+            if raw is None:
+                raise NotFound(f"no agent {agent_id!r}; GET /v1/agents lists them")
+            current = AgentDefinition.model_validate_json(raw)
+            versions = [v.decode() for v in await pipe.lrange(versions_key, 0, -1)]
+            pipe.multi()
+            pipe.hdel(self._key("agents"), current.name)
+            pipe.delete(key, versions_key, *(self._key("agentversion", v) for v in versions))
+            try:
+                await pipe.execute()
+            except WatchError:
+                raise Conflict(f"agent {agent_id!r} changed while it was being deleted; try again") from None
 
     async def versions(self, agent_id: str) -> list[AgentVersion]:
         await self.get(agent_id)
@@ -130,13 +158,26 @@ class AgentStore:
             raise NotFound(f"agent {agent_id!r} has no version {version_id!r}")
         return version
 
-    async def _write(self, definition: AgentDefinition) -> AgentVersion:
+    async def _claim_name(self, definition: AgentDefinition) -> None:
+        if not await self.redis.hsetnx(self._key("agents"), definition.name, definition.id):
+            raise Conflict(f"an agent named {definition.name!r} exists already")
+
+    def _queue_version(self, pipe: Pipeline, definition: AgentDefinition) -> AgentVersion:
+        """Queue a new version and the definition pointing at it (in one MULTI with the caller's)."""
         version_id = new_id()
         definition = definition.model_copy(update={"latest_version_id": version_id})
         version = AgentVersion(version_id=version_id, agent_id=definition.id, definition=definition)
-        pipe = self.redis.pipeline(transaction=True)
         pipe.set(self._key("agentversion", version_id), version.model_dump_json(by_alias=True))
         pipe.lpush(self._key("agent", definition.id, "versions"), version_id)
         pipe.set(self._key("agent", definition.id), definition.model_dump_json(by_alias=True))
-        await pipe.execute()
         return version
+
+    async def _execute(self, pipe: Pipeline, definition: AgentDefinition, *, release_name: bool) -> None:
+        try:
+            await pipe.execute()
+        except BaseException as exc:
+            if release_name:  # the name claimed for this write stays free
+                await self.redis.hdel(self._key("agents"), definition.name)
+            if isinstance(exc, WatchError):
+                raise Conflict(f"agent {definition.id!r} changed meanwhile; read it again and retry") from None
+            raise

@@ -4,6 +4,9 @@ delete, and the error shape of every refusal."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
 import redis
 
 from tests.gateway.agents.conftest import ADMIN
@@ -115,3 +118,26 @@ def test_refusals_have_the_error_shape(api, settings):
     _error(api.get(f"/v1/agents/{agent['id']}/versions/{other['version_id']}", headers=ADMIN), 404, "not_found")
     # the channels' agent answers on every channel: changed, never deleted
     _error(api.delete(f"/v1/agents/{settings.agent_id}", headers=ADMIN), 409, "conflict")
+
+
+def test_concurrent_changes_never_lose_one_that_was_answered_200(api):
+    agent = _create(api)
+    changes = [{"limit": 7}, {"rerankerTopN": 7}, {"adjacentChunkRange": 3}, {"adjacentChunkMerge": True},
+               {"hybridSearch": False}, {"enableHallucinationCheck": True}, {"enableMultihopQueryRefinement": True},
+               {"guardrails": ["pii-redaction"]}, {"labels": ["faq"]}, {"knowledgeBases": ["main"]}]
+    url = f"{str(api.base_url).rstrip('/')}/v1/agents/{agent['id']}"
+
+    def patch(change: dict) -> httpx.Response:
+        return httpx.patch(url, headers=ADMIN, json={"config": change}, timeout=20)
+
+    with ThreadPoolExecutor(len(changes)) as pool:
+        answers = list(pool.map(patch, changes))
+    assert {a.status_code for a in answers} <= {200, 409} and 200 in {a.status_code for a in answers}
+    for answer in answers:
+        if answer.status_code == 409:
+            assert answer.json()["error"] == "conflict"
+    applied = [c for c, a in zip(changes, answers, strict=True) if a.status_code == 200]
+    final = api.get(f"/v1/agents/{agent['id']}", headers=ADMIN).json()["config"]
+    assert [c for c in applied if {k: final[k] for k in c} != c] == []  # every 200 is in the latest version
+    versions = api.get(f"/v1/agents/{agent['id']}/versions", headers=ADMIN).json()["versions"]
+    assert len(versions) == 1 + len(applied)
