@@ -2,8 +2,9 @@
 
 ``agents`` (hash name → id), ``agent:<id>`` (the current definition), ``agent:<id>:versions``
 (version ids, newest first) and ``agentversion:<version id>`` (a frozen snapshot). A change writes
-the new version and the definition in one transaction; a version once written never changes, so a
-caller pinned to a version id keeps its behaviour when ``latest`` moves.
+the new version and the definition in one transaction, watching the definition it read (a change
+made meanwhile makes this one a ``Conflict``, never a lost update); a version once written never
+changes, so a caller pinned to a version id keeps its behaviour when ``latest`` moves.
 """
 
 from __future__ import annotations
