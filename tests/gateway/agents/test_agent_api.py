@@ -46,7 +46,13 @@ def test_invoke_stream_is_ndjson_and_ends_with_custom_outputs(api, fake_openai):
     with api.stream("POST", f"/v1/agents/{agent['id']}/versions/latest/invoke-stream", headers=auth,
                     json={"messages": [{"role": "user", "content": "opening hours?"}]}) as answer:
         assert answer.headers["content-type"].startswith("application/x-ndjson")
-        lines = [json.loads(line) for line in answer.iter_lines() if line]
+        raw = answer.read().decode()
+    assert raw.startswith(  # the exact bytes: one JSON object a line, the fake model's 4-character chunks
+        '{"object": "response.delta", "text": "We o"}\n{"object": "response.delta", "text": "pen "}\n'
+        '{"object": "response.delta", "text": "at n"}\n{"object": "response.delta", "text": "ine."}\n'
+        '{"object": "response.completed", "createdAt": ')
+    assert raw.endswith("}\n") and raw.count("\n") == 5
+    lines = [json.loads(line) for line in raw.splitlines()]
     *deltas, last = lines
     assert "".join(d["text"] for d in deltas) == "We open at nine." and {d["object"] for d in deltas} == {
         "response.delta"}

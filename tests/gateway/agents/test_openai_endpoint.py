@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import openai
@@ -53,3 +54,19 @@ def test_the_openai_client_plain_streamed_pinned_and_listed(api, gateway, fake_o
         raise AssertionError("an unknown key was accepted")
     except openai.AuthenticationError as exc:
         assert exc.status_code == 401
+
+
+def test_the_stream_is_standard_server_sent_events(api, fake_openai):
+    agent = make_agent(api, "sse")
+    fake_openai.script_reply("Open at nine.")
+    with api.stream("POST", "/v1/chat/completions", headers={"Authorization": f"Bearer {key_for(api, agent['id'])}"},
+                    json={"model": "sse", "stream": True, "messages": [{"role": "user", "content": "hours?"}]}) as r:
+        assert r.headers["content-type"].startswith("text/event-stream")
+        raw = r.read().decode()
+    events = raw.split("\n\n")
+    assert events[-2:] == ["data: [DONE]", ""] and all(e.startswith("data: {") for e in events[:-2])
+    chunks = [json.loads(e[len("data: "):]) for e in events[:-2]]
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks) == "Open at nine."
+    assert [c["choices"][0]["finish_reason"] for c in chunks][-1] == "stop"
+    assert {c["object"] for c in chunks} == {"chat.completion.chunk"} and len({c["id"] for c in chunks}) == 1
