@@ -114,13 +114,15 @@ class AgentRunner:
                                  identity=identity, text=question, thread=agent.id)
         conversation, _ = await self.sessions.open(persona, inbound)
         stored = await self.memory.get_memory(persona, count=self.settings.memory_count,
-                                              max_chars=self.settings.memory_max_chars, channels=[CHANNEL])
+                                              max_chars=self.settings.memory_max_chars, channels=[CHANNEL],
+                                              since=conversation.started_at)
         if not stored:  # a new session (or none): the caller's earlier messages are the history
             for m in messages[:-1]:
                 await self.store.add_message(Message(conversation_id=conversation.id, persona_id=persona.id,
                                                      role=ROLES[m["role"]], channel=CHANNEL, text=m["content"]))
             stored = await self.memory.get_memory(persona, count=self.settings.memory_count,
-                                                  max_chars=self.settings.memory_max_chars, channels=[CHANNEL])
+                                                  max_chars=self.settings.memory_max_chars, channels=[CHANNEL],
+                                                  since=conversation.started_at)
         user = Message(conversation_id=conversation.id, persona_id=persona.id, role=Role.USER, channel=CHANNEL,
                        text=question)
         trace = TurnTrace(conversation_id=conversation.id, persona_id=persona.id, channel=CHANNEL,

@@ -7,6 +7,8 @@ import json
 import time
 import uuid
 
+import httpx
+
 from tests.gateway.agents.conftest import ADMIN, key_for, make_agent
 
 
@@ -94,3 +96,21 @@ def test_invoke_keeps_the_best_reranker_top_n_of_the_limit_retrieved(api, fake_o
     assert len(answer.json()["customOutputs"]["sourceNodes"]) == 1
     system = fake_openai.chat_requests()[-1]["body"]["messages"][0]["content"]
     assert system.count("---\n\n") == 0  # one topic in the context, not two
+
+
+def test_session_memory_ends_with_the_conversation_after_the_inactivity_timeout(settings, fake_openai):
+    from gateway.http.app import create_app
+    from tests.fakes.live_server import LiveServer
+
+    with LiveServer(create_app(settings.model_copy(update={"inactivity_timeout_s": 1}))) as server, \
+            httpx.Client(base_url=server.url, timeout=20) as api:
+        agent = make_agent(api)
+        headers = {"Authorization": f"Bearer {key_for(api, agent['id'])}", "X-Session-ID": str(uuid.uuid4())}
+        url = f"/v1/agents/{agent['id']}/versions/latest/invoke"
+        fake_openai.script_reply("Noted: your bike is blue.")
+        api.post(url, headers=headers, json={"messages": [{"role": "user", "content": "my bike is blue"}]})
+        api.post(url, headers=headers, json={"messages": [{"role": "user", "content": "what colour?"}]})
+        assert "Noted: your bike is blue." in str(fake_openai.chat_requests()[-1]["body"]["messages"])
+        time.sleep(1.3)  # past SWITCHBOARD_INACTIVITY_TIMEOUT_S: the next call starts a new conversation
+        api.post(url, headers=headers, json={"messages": [{"role": "user", "content": "what colour?"}]})
+        assert "blue" not in str(fake_openai.chat_requests()[-1]["body"]["messages"])
