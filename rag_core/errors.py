@@ -28,6 +28,10 @@ class EncoderUnavailable(RagError):
     """An embedding provider failed to load or to answer."""
 
 
+class RerankerUnavailable(RagError):
+    """A reranker failed to load, timed out, or answered with an error or a malformed body."""
+
+
 class StructuredOutputError(RagError):
     """A structured-generation call returned output that does not match its schema."""
 
