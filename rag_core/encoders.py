@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
@@ -111,6 +112,39 @@ class OpenAIEncoder:
 
     async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
         return await self.embed_documents(texts)
+
+
+class QueryVectorCache:
+    """A dense encoder whose query vectors are remembered by exact text (least recently used out past
+    ``size``): a conversation's history window and a repeated question are embedded once per process."""
+
+    def __init__(self, inner: DenseEncoder, size: int = 4096) -> None:
+        self.inner = inner
+        self._size = size
+        self._vectors: OrderedDict[str, list[float]] = OrderedDict()
+
+    @property
+    def signature(self) -> str:
+        return self.inner.signature
+
+    async def dimension(self) -> int:
+        return await self.inner.dimension()
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        return await self.inner.embed_documents(texts)
+
+    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
+        if missing:
+            for text, vector in zip(missing, await self.inner.embed_queries(missing), strict=True):
+                self._vectors[text] = vector
+        out = []
+        for text in texts:
+            self._vectors.move_to_end(text)
+            out.append(self._vectors[text])
+        while len(self._vectors) > self._size:
+            self._vectors.popitem(last=False)
+        return out
 
 
 def build_dense_encoder(

@@ -39,6 +39,10 @@ class KnowledgeBaseGroup:
                 return await kb.embed_queries(texts)
         return None
 
+    async def dense_vectors(self, sources: Sequence[str]) -> dict[str, list[float]]:
+        found = await asyncio.gather(*(kb.dense_vectors(sources) for kb in self.members))
+        return {source: vector for group in found for source, vector in group.items()}
+
     async def search_dense(self, vector: Sequence[float], k: int) -> list[ScoredTopic]:
         found = await asyncio.gather(*(kb.search_dense(vector, k) for kb in self.members))
         return self._best(found, k)

@@ -405,6 +405,25 @@ class KnowledgeBase:
             return None
         return await self._dense.embed_queries(texts)
 
+    async def dense_vectors(self, sources: Sequence[str]) -> dict[str, list[float]]:
+        """The stored dense vectors of these topics (those that have one), for MMR."""
+        await self.ensure_collection()
+        if self._dense is None or not sources:
+            return {}
+        index = await self._pool_index()
+        if index is not None:
+            return index.dense_vectors(sources)
+        records = await self._run(
+            self._client.retrieve, self.collection_name, ids=[topic_point_id(s) for s in sources],
+            with_payload=["source"], with_vectors=[DENSE_VECTOR],
+        )
+        out: dict[str, list[float]] = {}
+        for record in records:
+            vectors = record.vector if isinstance(record.vector, dict) else {}
+            if record.payload and DENSE_VECTOR in vectors:
+                out[record.payload["source"]] = list(vectors[DENSE_VECTOR])
+        return out
+
     async def search_sparse(self, weighted_texts: Sequence[tuple[str, float]], k: int) -> list[ScoredTopic]:
         await self.ensure_collection()
         vector = self._sparse.encode_query(weighted_texts)

@@ -45,6 +45,7 @@ class PoolIndex:
         if len(matrix):
             matrix /= np.linalg.norm(matrix, axis=1, keepdims=True).clip(min=1e-12)
         self._dense = matrix
+        self._dense_row_of = {self.topics[int(row)].source: i for i, row in enumerate(self._dense_rows)}
 
     def search_sparse(self, query: models.SparseVector, k: int) -> list[ScoredTopic]:
         scores = np.zeros(len(self.topics), dtype=np.float32)
@@ -67,6 +68,9 @@ class PoolIndex:
         query = np.asarray(vector, dtype=np.float32)
         query /= max(float(np.linalg.norm(query)), 1e-12)
         return self._top(self._dense_rows, self._dense @ query, k)
+
+    def dense_vectors(self, sources: Sequence[str]) -> dict[str, list[float]]:
+        return {s: self._dense[self._dense_row_of[s]].tolist() for s in sources if s in self._dense_row_of}
 
     def _top(self, rows: np.ndarray, scores: np.ndarray, k: int) -> list[ScoredTopic]:
         if not len(rows):

@@ -7,6 +7,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rag_core.calibration import calibrated_score
 from rag_core.generation import StructuredGenerator
 from rag_core.kb_group import KnowledgeBaseGroup
 from rag_core.knowledge_base import KnowledgeBase, ScoredTopic
@@ -38,10 +39,14 @@ class SearchRequest(BaseModel):
 
 
 class Hit(BaseModel):
+    """``score`` is calibrated to 0-1 (see ``rag_core.calibration`` for its meaning per strategy);
+    ``legs`` holds the raw score of each retrieval leg that found the topic."""
+
     model_config = ConfigDict(frozen=True)
 
     topic: Topic
     score: float
+    legs: dict[str, float] = Field(default_factory=dict)
 
 
 class Candidate(BaseModel):
@@ -63,6 +68,12 @@ class SearchResult(BaseModel):
     prompt_tokens: int | None = None
     fell_back: bool = False
     fallback_reason: str | None = None
+    # What the retrieval controls did (rag_core.controlled): plain sentences for the trace and the console,
+    # and the topics each control left out, by control ("relevance_threshold", "max_context_tokens", ...).
+    notes: list[str] = Field(default_factory=list)
+    left_out: dict[str, list[str]] = Field(default_factory=dict)
+    queries: list[str] = Field(default_factory=list)  # the queries searched, when shaping changed them
+    cache: Literal["hit", "miss", "off"] = "off"  # the gateway's semantic cache
 
     @property
     def topics(self) -> list[Topic]:
@@ -93,6 +104,11 @@ class StrategyContext:
         return dict(self.options.get(name, {}))
 
 
+def calibrated_hit(scored: ScoredTopic, leg: str | None) -> Hit:
+    legs = scored.legs or ({leg: round(scored.score, 6)} if leg else {})
+    return Hit(topic=scored.topic, score=calibrated_score(legs), legs=legs)
+
+
 def ranked_result(
     strategy: str,
     scored: list[ScoredTopic],
@@ -101,13 +117,15 @@ def ranked_result(
     *,
     candidate_k: int,
     fallback_reason: str | None = None,
+    leg: str | None = None,
 ) -> SearchResult:
     """A result whose hits are the first ``k`` of ``scored`` and candidates its first
-    ``candidate_k``."""
+    ``candidate_k``, scores calibrated; ``leg`` names the one leg whose raw scores ``scored`` holds."""
+    hits = [calibrated_hit(s, leg) for s in scored[: max(k, candidate_k)]]
     return SearchResult(
         strategy=strategy,
-        hits=[Hit(topic=s.topic, score=s.score) for s in scored[:k]],
-        candidates=[Candidate(source=s.topic.source, score=s.score) for s in scored[:candidate_k]],
+        hits=hits[:k],
+        candidates=[Candidate(source=h.topic.source, score=h.score) for h in hits[:candidate_k]],
         timings_ms=timings_ms,
         fell_back=fallback_reason is not None,
         fallback_reason=fallback_reason,

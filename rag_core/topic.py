@@ -76,6 +76,8 @@ class ScoredTopic(BaseModel):
 
     topic: Topic
     score: float
+    # Each retrieval leg's own raw score for this topic ("bm25", "dense", "fused", "rerank"); absent: not found by it.
+    legs: dict[str, float] = Field(default_factory=dict)
 
 
 def topic_point_id(source: str) -> str:

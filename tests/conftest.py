@@ -15,6 +15,7 @@ from gateway.core.settings import Settings
 from gateway.http.app import create_app
 from tests.fakes.live_server import LiveServer
 from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.rerank_server import FakeRerankServer
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
@@ -93,6 +94,16 @@ def fake_openai() -> Iterator[FakeOpenAI]:
     # A fake may hold a request open on purpose; stopping it must not wait for that.
     with LiveServer(fake.app(), graceful_timeout_s=1) as server:
         fake.url = server.url + "/v1"
+        yield fake
+
+
+@pytest.fixture
+def rerank_server() -> Iterator[FakeRerankServer]:
+    """A /rerank server (Cohere / TEI protocol) that records what it received."""
+    fake = FakeRerankServer()
+    # The slow mode holds a request open on purpose; stopping must not wait for it.
+    with LiveServer(fake.app(), graceful_timeout_s=1) as server:
+        fake.url = server.url
         yield fake
 
 

@@ -16,7 +16,6 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from gateway.agents.adjacent import widen
 from gateway.agents.checks import feedback, judge_answer, refine
 from gateway.agents.definitions import AgentConfig, AgentVersion
 from gateway.agents.guardrails import Guardrails
@@ -42,6 +41,7 @@ from gateway.knowledge.kb_tool import POLICY, KnowledgeTool, ToolSupport
 from gateway.knowledge.rag_preparation import retrieval_trace
 from gateway.turn.llm import CallOptions, LLMClient
 from gateway.turn.responders import KnowledgeHit, OfflineResponder, Reply, ReplyRequest
+from rag_core.adjacent import widen
 from rag_core.retrieval import ChatTurn, Hit
 from rag_core.topic import RAG_CONTEXT_LABEL
 
@@ -178,7 +178,8 @@ class AgentRunner:
         async def search(query: str) -> list[Hit]:
             found = await self.knowledge.search(query, history, strategy=strategy,
                                                 k=config.limit * (4 if narrowed else 1),
-                                                kbs=config.knowledge_bases or None)
+                                                kbs=config.knowledge_bases or None,
+                                                controls=config.retrieval_controls)
             if trace.retrieval is None:
                 trace.retrieval = retrieval_trace(found)
             kept = [h for h in found.hits if not narrowed or narrowed & set(h.topic.labels)][:config.limit]

@@ -24,4 +24,4 @@ class Bm25Strategy:
         timer = StageTimer()
         with timer.stage("sparse"):
             scored = await self._kb.search_sparse(self._shape.sparse_query(request), max(request.k, self._candidate_k))
-        return ranked_result(self.name, scored, request.k, timer.finish(), candidate_k=self._candidate_k)
+        return ranked_result(self.name, scored, request.k, timer.finish(), candidate_k=self._candidate_k, leg="bm25")

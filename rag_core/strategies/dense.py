@@ -37,7 +37,8 @@ class DenseStrategy:
                 timer.finish(),
                 candidate_k=self._candidate_k,
                 fallback_reason=SPARSE_ONLY,
+                leg="bm25",
             )
         with timer.stage("dense"):
             scored = await self._kb.search_dense(self._shape.dense_vector(vectors), limit)
-        return ranked_result(self.name, scored, request.k, timer.finish(), candidate_k=self._candidate_k)
+        return ranked_result(self.name, scored, request.k, timer.finish(), candidate_k=self._candidate_k, leg="dense")

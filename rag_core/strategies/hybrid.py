@@ -70,6 +70,7 @@ class HybridStrategy:
                 timer.finish(),
                 candidate_k=self._candidate_k,
                 fallback_reason=SPARSE_ONLY,
+                leg="bm25",
             )
         with timer.stage("dense"):
             dense_hits = await self._kb.search_dense(self._shape.dense_vector(vectors), depth)
@@ -94,4 +95,11 @@ class HybridStrategy:
             for source in scores:
                 scores[source] += self.dense_weight * cosine.get(source, floor)
         ranked = sorted(scores, key=lambda source: (-scores[source], source))
-        return [ScoredTopic(topic=topics[s], score=round(scores[s], 6)) for s in ranked]
+        legs: dict[str, dict[str, float]] = {source: {} for source in scores}
+        for name, hits in (("bm25", sparse), ("dense", dense)):
+            for hit in hits:
+                legs[hit.topic.source][name] = round(hit.score, 6)
+        return [
+            ScoredTopic(topic=topics[s], score=round(scores[s], 6), legs={**legs[s], "fused": round(scores[s], 6)})
+            for s in ranked
+        ]

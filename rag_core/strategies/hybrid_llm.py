@@ -57,10 +57,11 @@ class HybridLlmStrategy:
                     "fallback_reason": selection.failure,
                 }
             )
+        scored = {h.topic.source: h for h in prefiltered.hits}
         return prefiltered.model_copy(
             update={
                 "strategy": self.name,
-                "hits": selected_hits(selection.ids, candidates, request.k),
+                "hits": selected_hits(selection.ids, candidates, request.k, scored),
                 "timings_ms": timer.finish(),
                 "prompt_tokens": selection.prompt_tokens,
             }

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from rag_core.errors import SwitchboardError
@@ -47,11 +47,20 @@ class ArticleSelector:
             return Selection(ids=[], prompt_tokens=tokens, failure=f"{type(exc).__name__}: {exc}")
 
 
-def selected_hits(ids: Sequence[str], topics: Sequence[Topic], k: int) -> list[Hit]:
-    """Topics in the LLM's order; ids it invented or repeated are already gone."""
+def selected_hits(
+    ids: Sequence[str], topics: Sequence[Topic], k: int, scored: Mapping[str, Hit] | None = None
+) -> list[Hit]:
+    """Topics in the LLM's order; ids it invented or repeated are already gone. A topic keeps the
+    calibrated score its prefilter gave it (``scored``); without one (``llm_select`` over the whole
+    pool) the score is 1 / the LLM's rank, which is an order, not a probability."""
     by_source = {topic.source: topic for topic in topics}
     chosen = [by_source[id_] for id_ in ids if id_ in by_source][:k]
-    return [Hit(topic=topic, score=1.0 / rank) for rank, topic in enumerate(chosen, start=1)]
+    hits = []
+    for rank, topic in enumerate(chosen, start=1):
+        prior = (scored or {}).get(topic.source)
+        legs = {**(prior.legs if prior else {}), "llm_rank": float(rank)}
+        hits.append(Hit(topic=topic, score=prior.score if prior else round(1.0 / rank, 6), legs=legs))
+    return hits
 
 
 async def fallback_result(

@@ -4,7 +4,6 @@ a cross-encoder built offline from the MiniLM model on disk."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ from rag_core.rerankers import (
     build_reranker,
     sigmoid,
 )
-from tests.fakes.live_server import LiveServer, free_port
+from tests.fakes.live_server import free_port
 from tests.fakes.rerank_server import FakeRerankServer, overlap
 
 MODEL_PATH = Path(__file__).resolve().parents[3] / "shared" / "models" / "all-MiniLM-L6-v2"
@@ -30,15 +29,6 @@ DOCUMENTS = [
     "Password rules: twelve characters at least.",
     "How do I reset my password? Use the reset link we email you.",
 ]
-
-
-@pytest.fixture
-def rerank_server() -> Iterator[FakeRerankServer]:
-    fake = FakeRerankServer()
-    # The slow mode holds a request open on purpose; stopping must not wait for it.
-    with LiveServer(fake.app(), graceful_timeout_s=1) as server:
-        fake.url = server.url
-        yield fake
 
 
 async def rerank_with(fake: FakeRerankServer, top_n: int = 3, documents: list[str] = DOCUMENTS,

@@ -40,12 +40,12 @@ async def widen(hits: list[Hit], span: int, merge: bool, fetch: Fetch) -> list[H
         if merge:
             parts = [t.summary for t in before[hit.topic.source]] + [hit.topic.summary] + [
                 t.summary for t in after[hit.topic.source]]
-            out.append(Hit(topic=hit.topic.model_copy(update={"summary": "\n\n".join(p for p in parts if p)}),
-                           score=hit.score))
+            out.append(hit.model_copy(update={
+                "topic": hit.topic.model_copy(update={"summary": "\n\n".join(p for p in parts if p)})}))
             continue
         out.append(hit)
         for topic in neighbours:
             if topic.source not in seen:
                 seen.add(topic.source)
-                out.append(Hit(topic=topic, score=hit.score * 0.9))
+                out.append(Hit(topic=topic, score=round(hit.score * 0.9, 6)))
     return out
