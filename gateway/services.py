@@ -54,6 +54,7 @@ from gateway.knowledge.ingest_jobs import IngestJobs
 from gateway.knowledge.kb_tool import KnowledgeTool, ToolSupport
 from gateway.knowledge.rag_preparation import PREPARE_RAG_JOB, PrepareRagContext
 from gateway.knowledge.search import Knowledge
+from gateway.knowledge.semantic_cache import SemanticCache
 from gateway.knowledge.topic_writer import TopicWriter
 from gateway.knowledge.websites import WebsiteIngestion
 from gateway.live.context import FETCH_DATA_JOB, LiveContext
@@ -184,7 +185,10 @@ class Services:
         customer_attributes = CustomerAttributes(store, CUSTOMER_ATTRIBUTES, events)
         queues = {q: Queue(settings.queue_name(q), connection=sync) for q in QUEUES}
         mutex = RedisMutex(redis, store.prefix)
-        knowledge = Knowledge(settings, llm, document_lock=lambda doc_id: mutex.hold(f"document:{doc_id}"))
+        cache = SemanticCache(redis, store.prefix, ttl_s=settings.semantic_cache_ttl_s,
+                              max_entries=settings.semantic_cache_max_entries)
+        knowledge = Knowledge(settings, llm, document_lock=lambda doc_id: mutex.hold(f"document:{doc_id}"),
+                              cache=cache, metrics=metrics)
         rag_modes: dict[str, RagMode] = {}  # filled by the channels as they are installed
         tool_support = ToolSupport(settings.llm_supports_tools and llm is not None)
         agents = AgentStore(store)

@@ -29,7 +29,8 @@ class ChannelAgent:
         try:
             config = (await self.agents.get(self.agent_id)).config
             chosen: RetrievalChoice | None = RetrievalChoice(mode=config.retrieval_mode, k=config.limit,
-                                                             kbs=tuple(config.knowledge_bases))
+                                                             kbs=tuple(config.knowledge_bases),
+                                                             controls=config.retrieval_controls)
         except GatewayError:
             chosen = None  # no definition (yet): the settings decide
         except Exception as exc:  # Redis away: the settings decide until it is back

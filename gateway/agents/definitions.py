@@ -7,12 +7,13 @@ change to a definition makes a new immutable ``AgentVersion``; ``latest`` is the
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
 from gateway.agents.guardrails import NAMES as GUARDRAILS
+from rag_core.controls import RetrievalControls
 
 DEFAULT_SYSTEM_PROMPT = (
     "Context information is below.\n---------------------\n{context_str}\n---------------------\n"
@@ -50,6 +51,19 @@ class AgentConfig(_Camel):
     inference_config: InferenceConfig = Field(default_factory=InferenceConfig)
     guardrails: list[str] = Field(default_factory=list)
     retrieval_mode: Literal["inline", "agentic"] = "inline"
+    # Retrieval controls (rag_core.controls, snake_case names as in settings and POST /api/kb/search) that
+    # override the settings for this agent, e.g. {"relevance_threshold": 0.4, "selection_strategy": "mmr"}.
+    retrieval_controls: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("retrieval_controls")
+    @classmethod
+    def _known_controls(cls, value: dict[str, Any]) -> dict[str, Any]:
+        try:
+            RetrievalControls().merged(value)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise ValueError(f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None
+        return {k: v for k, v in value.items() if v is not None}
 
     @field_validator("guardrails")
     @classmethod

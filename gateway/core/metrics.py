@@ -29,6 +29,13 @@ class Metrics:
         self.delivery_failures = Counter(
             "switchboard_delivery_failures", "Replies a channel could not deliver", ["channel"], registry=r
         )
+        self.semantic_cache = Counter(
+            "switchboard_semantic_cache_lookups", "Semantic-cache lookups by outcome (hit, miss, stale, error)",
+            ["outcome"], registry=r,
+        )
+        self.semantic_cache_entries = Gauge(
+            "switchboard_semantic_cache_entries", "Entries in the semantic cache (read at scrape)", registry=r
+        )
         self.queue_depth = Gauge("switchboard_queue_depth", "Jobs waiting per RQ queue", ["queue"], registry=r)
         self.job_failures = Counter("switchboard_job_failures", "Background job failures", ["job"], registry=r)
         self.inbox_dead = Counter(

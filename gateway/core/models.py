@@ -139,9 +139,14 @@ class RetrievalTrace(BaseModel):
     strategy: str | None = None
     candidates: list[CandidateTrace] = Field(default_factory=list)
     selected: list[str] = Field(default_factory=list)
+    scores: dict[str, float] = Field(default_factory=dict)  # each selected topic's calibrated score (0-1)
+    legs: dict[str, dict[str, float]] = Field(default_factory=dict)  # ... and its legs' raw scores
     fallback: Text | None = None
     skipped: Text | None = None
     timings_ms: dict[str, float] = Field(default_factory=dict)
+    cache: str = "off"  # the semantic cache: hit, miss or off
+    notes: list[Text] = Field(default_factory=list)  # what the retrieval controls did
+    left_out: dict[str, list[str]] = Field(default_factory=dict)  # topics a control removed, by control
 
 
 class ToolCallTrace(BaseModel):

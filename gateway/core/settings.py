@@ -12,6 +12,8 @@ from typing import Literal
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from rag_core.controls import CONTROL_FIELDS, RetrievalControls
+
 OPENAI_DEFAULT_BASE = "https://api.openai.com/v1"
 
 
@@ -60,6 +62,32 @@ class Settings(BaseSettings):
     retrieval_strategy: str | None = None
     rag_voice_wait_ms: int = 800
     rag_top_k: int = 3
+    # Retrieval controls (rag_core.controls; each also a field of POST /api/kb/search and of an agent definition)
+    relevance_threshold: float | None = None  # drop results whose calibrated score (0-1) is below this
+    selection_strategy: str = "top_k"  # top_k | mmr
+    mmr_lambda: float = 0.7
+    max_results: int | None = None
+    max_context_tokens: int | None = None  # cap on the injected knowledge text, cut at topic boundaries
+    recency_boost: float = 0.0  # up to +this for a just-updated topic, halving every recency_half_life_days
+    recency_half_life_days: float = 180.0
+    reranker: str = "none"  # none | fastembed | http
+    rerank_top_n: int = 20
+    final_top_k: int | None = None
+    semantic_cache: bool = True
+    similarity_threshold: float = 0.95
+    multi_query: bool = False
+    query_reformulation: bool = False
+    crag_confidence_threshold: float | None = None
+    adaptive_routing: bool = False
+    adjacent_chunk_range: int = 0
+    adjacent_chunk_merge: bool = False
+    reranker_model: str = "Xenova/ms-marco-MiniLM-L-6-v2"  # fastembed cross-encoder, by name
+    reranker_model_path: Path | None = None  # ... or a local folder holding it
+    reranker_base_url: str | None = None  # http: POST {base}/rerank (Cohere, Jina, TEI, vLLM, Infinity)
+    reranker_api_key: SecretStr | None = None
+    reranker_timeout_s: float = Field(default=5.0, gt=0)
+    semantic_cache_ttl_s: int = Field(default=3600, ge=1)
+    semantic_cache_max_entries: int = Field(default=10_000, ge=1)
 
     # Conversations.
     inactivity_timeout_s: int = 30 * 60
@@ -181,6 +209,10 @@ class Settings(BaseSettings):
     crawl_max_page_mb: float = Field(default=5.0, gt=0)  # a larger page is reported and skipped
     outbound_timeout_s: float = Field(default=15.0, gt=0)  # one try of one outbound request
     outbound_retries: int = Field(default=2, ge=0, le=10)  # more tries after a timeout, 429 or 5xx, with backoff
+
+    def retrieval_controls(self) -> RetrievalControls:
+        """The controls these settings give (validated: a bad value raises, naming the field)."""
+        return RetrievalControls.model_validate({name: getattr(self, name) for name in CONTROL_FIELDS})
 
     @property
     def llm_configured(self) -> bool:

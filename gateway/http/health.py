@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from contextlib import suppress
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from redis.exceptions import RedisError
 
 from gateway.http.auth import services_of
 
@@ -39,4 +41,8 @@ async def metrics(request: Request) -> Response:
     for name, queue in services.queues.items():
         count = await asyncio.to_thread(lambda q=queue: q.count)
         services.metrics.queue_depth.labels(name).set(count)
+    cache = services.knowledge.cache
+    if cache is not None:
+        with suppress(RedisError):
+            services.metrics.semantic_cache_entries.set((await cache.stats())["entries"])
     return Response(generate_latest(services.metrics.registry), media_type=CONTENT_TYPE_LATEST)

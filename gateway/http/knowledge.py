@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request, Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic.fields import FieldInfo
 
 from gateway.core.errors import BadRequest, InvalidInput, NotFound, PayloadTooLarge, ServiceUnavailable
 from gateway.http.auth import require_admin
 from gateway.http.json_body import AdminRoute, decode_json, read_json
 from gateway.knowledge.search import MAX_QUERY_CHARS
 from gateway.services import Services
+from rag_core.controls import CONTROL_FIELDS, RetrievalControls
 from rag_core.errors import KnowledgeBaseUnavailable, TopicValidationError
 from rag_core.ingestion import ImportReport, import_topics
 from rag_core.knowledge_base import MAIN_KB, KnowledgeBase
-from rag_core.retrieval import ChatTurn
+from rag_core.retrieval import ChatTurn, SearchResult
 from rag_core.topic import Topic, parse_topic
 
 router = APIRouter(prefix="/api/kb", route_class=AdminRoute)
@@ -28,13 +30,48 @@ class HistoryTurn(BaseModel):
     text: str
 
 
-class SearchIn(BaseModel):
+class _SearchBase(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     query: str
     history: list[str | HistoryTurn] = Field(default_factory=list)
     strategy: str | None = None
     k: int = Field(default=5, ge=1, le=50)
     conversation_meta: str = ""
     kbs: list[str] | None = None  # the knowledge bases to search; default: the agent's (all, unless configured)
+
+    def controls(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in CONTROL_FIELDS if getattr(self, name, None) is not None}
+
+
+def _optional(field: FieldInfo) -> Any:
+    return (Annotated[field.annotation, *field.metadata] if field.metadata else field.annotation) | None
+
+
+# The search, plus every retrieval control (rag_core.controls) as an optional field of the same name and
+# constraints; a control left out keeps the agent's setting, a bad one is a 422 naming it.
+SearchIn = create_model(
+    "SearchIn", __base__=_SearchBase,
+    **{name: (_optional(field), None) for name, field in RetrievalControls.model_fields.items()},
+)
+
+
+def search_json(result: SearchResult) -> dict[str, Any]:
+    """A search result as the API answers it (also the console's and the CLI's shape)."""
+    return {
+        "results": [
+            {"source": h.topic.source, "title": h.topic.title, "score": round(h.score, 6), "legs": h.legs}
+            for h in result.hits
+        ],
+        "strategy": result.strategy,
+        "timings_ms": result.timings_ms,
+        "cache": result.cache,
+        "fallback": result.fallback_reason if result.fell_back else None,
+        "prompt_tokens": result.prompt_tokens,
+        "notes": result.notes,
+        "left_out": result.left_out,
+        "queries": result.queries,
+    }
 
 
 def _topic_json(topic: Topic) -> dict[str, Any]:
@@ -141,8 +178,23 @@ async def import_file(
     return report.model_dump(mode="json")
 
 
+@router.get("/cache")
+async def cache_stats(services: Services = Depends(require_admin)) -> dict:
+    """The semantic cache: entries, and lookups by outcome (hit, miss, stale, error) with the hit rate."""
+    cache = services.knowledge.cache
+    if cache is None:
+        return {"enabled": False}
+    return {"enabled": services.knowledge.controls.semantic_cache, **await cache.stats()}
+
+
+@router.delete("/cache")
+async def clear_cache(services: Services = Depends(require_admin)) -> dict:
+    cache = services.knowledge.cache
+    return {"cleared": await cache.clear() if cache is not None else 0}
+
+
 @router.post("/search")
-async def search(body: SearchIn, services: Services = Depends(require_admin)) -> dict:
+async def search(body: SearchIn, services: Services = Depends(require_admin)) -> dict:  # type: ignore[valid-type]
     if not body.query.strip():
         raise InvalidInput("query: must not be empty")
     if len(body.query) > MAX_QUERY_CHARS:
@@ -154,15 +206,7 @@ async def search(body: SearchIn, services: Services = Depends(require_admin)) ->
     result = await kb_call(
         services.knowledge.search(
             body.query, history, strategy=body.strategy, k=body.k, conversation_meta=body.conversation_meta,
-            kbs=body.kbs,
+            kbs=body.kbs, controls=body.controls(),
         )
     )
-    return {
-        "results": [
-            {"source": h.topic.source, "title": h.topic.title, "score": round(h.score, 6)} for h in result.hits
-        ],
-        "strategy": result.strategy,
-        "timings_ms": result.timings_ms,
-        "fallback": result.fallback_reason if result.fell_back else None,
-        "prompt_tokens": result.prompt_tokens,
-    }
+    return search_json(result)

@@ -12,7 +12,8 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from rq import Queue, Retry
 from rq.job import Job, JobStatus
@@ -43,8 +44,13 @@ def retrieval_trace(result: SearchResult) -> RetrievalTrace:
         strategy=result.strategy,
         candidates=[CandidateTrace(source=c.source, score=c.score or 0.0) for c in result.candidates],
         selected=[hit.topic.source for hit in result.hits],
+        scores={hit.topic.source: round(hit.score, 4) for hit in result.hits},
+        legs={hit.topic.source: hit.legs for hit in result.hits if hit.legs},
         fallback=result.fallback_reason if result.fell_back else None,
         timings_ms=result.timings_ms,
+        cache=result.cache,
+        notes=result.notes,
+        left_out=result.left_out,
     )
 
 
@@ -65,6 +71,7 @@ class RetrievalChoice:
     mode: str = "inline"  # inline | agentic
     k: int | None = None
     kbs: tuple[str, ...] = ()  # empty: the settings' knowledge bases (all, unless configured)
+    controls: Mapping[str, Any] = field(default_factory=dict)  # retrieval controls over the settings'
 
 
 ChoiceSource = Callable[[], Awaitable[RetrievalChoice | None]]
@@ -108,7 +115,7 @@ class PrepareRagContext:
         meta = await self.attributes.get(persona_id, "conversation_meta")
         choice = choice or await self._choice()
         result = await self.knowledge.search(query, history, conversation_meta=str(meta or ""), k=choice.k,
-                                             kbs=list(choice.kbs) or None)
+                                             kbs=list(choice.kbs) or None, controls=dict(choice.controls))
         await self.attributes.set(persona_id, "rag", format_rag(result.topics))
         return result
 

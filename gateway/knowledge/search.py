@@ -6,22 +6,35 @@ The admin search endpoint, the CLI, evaluation and every turn's RAG context all 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
+from pydantic import ValidationError
 from qdrant_client import QdrantClient
+from redis.exceptions import RedisError
 
 from gateway.core.errors import InvalidInput
+from gateway.core.metrics import Metrics
 from gateway.core.settings import Settings
 from gateway.knowledge.bases import KnowledgeBases
 from gateway.knowledge.documents import Documents
 from gateway.knowledge.originals import Originals
+from gateway.knowledge.semantic_cache import SemanticCache, topic_digest
 from rag_core.chunking import ChunkingOptions
+from rag_core.controlled import ControlledSearch, Reranker
+from rag_core.controls import RetrievalControls
 from rag_core.document_ingestion import DocumentIngestor, LockFactory
-from rag_core.encoders import DenseEncoder, build_dense_encoder
+from rag_core.encoders import DenseEncoder, QueryVectorCache, build_dense_encoder
+from rag_core.errors import SwitchboardError
 from rag_core.generation import StructuredGenerator
 from rag_core.knowledge_base import MAIN_KB, KnowledgeBase, open_qdrant
+from rag_core.query_shape import QueryShape
+from rag_core.rerankers import build_reranker
 from rag_core.retrieval import ChatTurn, RetrievalStrategy, SearchRequest, SearchResult, StrategyContext
 from rag_core.strategies import LLM_STRATEGIES, STRATEGIES, build_strategies
 
@@ -31,14 +44,34 @@ MAX_QUERY_CHARS = 4000
 
 
 def dense_encoder(settings: Settings) -> DenseEncoder | None:
-    """The configured embedding model, or None (sparse-only) when it is off or cannot load."""
-    return build_dense_encoder(
+    """The configured embedding model, or None (sparse-only) when it is off or cannot load; query vectors
+    are remembered by text (``QueryVectorCache``)."""
+    encoder = build_dense_encoder(
         settings.embeddings,
         model=settings.embedding_model if settings.embeddings == "fastembed" else None,
         model_path=settings.embedding_model_path,
         base_url=settings.llm_base_url,
         api_key=settings.llm_api_key.get_secret_value() if settings.llm_api_key else None,
     )
+    return QueryVectorCache(encoder) if encoder is not None else None
+
+
+@dataclass(frozen=True)
+class _CacheKey:
+    scope: str
+    vector: list[float]
+
+
+@dataclass(frozen=True)
+class _Lookup:
+    hit: SearchResult | None = None
+    key: _CacheKey | None = None  # a miss: store the result here
+    off: str | None = None  # why the cache was not used
+
+
+def _finished(result: SearchResult, t0: float, cache: str) -> SearchResult:
+    timings = {**result.timings_ms, "total": round((time.perf_counter() - t0) * 1000, 3)}
+    return result.model_copy(update={"timings_ms": timings, "cache": cache})
 
 
 class Knowledge:
@@ -46,9 +79,16 @@ class Knowledge:
     building it takes no resource, so an app can be built without the local-mode Qdrant lock."""
 
     def __init__(
-        self, settings: Settings, generator: StructuredGenerator | None, document_lock: LockFactory | None = None
+        self, settings: Settings, generator: StructuredGenerator | None, document_lock: LockFactory | None = None,
+        *, cache: SemanticCache | None = None, metrics: Metrics | None = None,
     ) -> None:
         self.settings = settings
+        self.controls = settings.retrieval_controls()  # validated at start: a bad setting names itself
+        self.cache = cache
+        self.metrics = metrics
+        self._controlled: dict[tuple[str, ...], ControlledSearch] = {}
+        self._rerankers: dict[str, Reranker | None] = {}
+        self._shape = QueryShape()
         self.document_lock = document_lock  # one ingest of a document at a time across processes
         self.generator = generator
         self._client: QdrantClient | None = None
@@ -123,6 +163,47 @@ class Knowledge:
             raise InvalidInput(f"strategy: {name!r} needs a language model and none is configured")
         return name
 
+    def controls_for(self, overrides: dict[str, Any] | RetrievalControls | None) -> RetrievalControls:
+        """The settings' controls with an agent's or a request's overrides; a bad value is InvalidInput
+        naming the field."""
+        if isinstance(overrides, RetrievalControls):
+            return overrides
+        try:
+            return self.controls.merged(overrides)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = ".".join(str(p) for p in first["loc"]) or "controls"
+            raise InvalidInput(f"{field}: {first['msg']}") from None
+
+    def _reranker(self, kind: str) -> Reranker | None:
+        if kind not in self._rerankers:
+            settings = self.settings
+            key = settings.reranker_api_key.get_secret_value() if settings.reranker_api_key else None
+            try:
+                if kind == "http":
+                    if not settings.reranker_base_url:
+                        raise ValueError("SWITCHBOARD_RERANKER_BASE_URL is not set")
+                    built = build_reranker("http", base_url=settings.reranker_base_url, api_key=key,
+                                           timeout_s=settings.reranker_timeout_s)
+                else:
+                    built = build_reranker(kind, model=settings.reranker_model,
+                                           model_path=settings.reranker_model_path)  # type: ignore[arg-type]
+                self._rerankers[kind] = built
+            except (SwitchboardError, ValueError) as exc:
+                log.warning("reranker %s is unavailable: %s", kind, exc)
+                self._rerankers[kind] = None
+        return self._rerankers[kind]
+
+    def _controlled_for(self, names: tuple[str, ...]) -> ControlledSearch:
+        built = self._controlled.get(names)
+        if built is None:
+            built = ControlledSearch(
+                self._strategies_for(names), self.bases.group(list(names)), generator=self.generator,
+                rerankers=self._reranker, rerank_timeout_s=self.settings.reranker_timeout_s, shape=self._shape,
+            )
+            self._controlled[names] = built
+        return built
+
     async def search(
         self,
         query: str,
@@ -132,17 +213,84 @@ class Knowledge:
         k: int | None = None,
         conversation_meta: str = "",
         kbs: list[str] | None = None,
+        controls: dict[str, Any] | RetrievalControls | None = None,
     ) -> SearchResult:
-        """Search the knowledge bases ``kbs`` (default: the agent's, see ``KnowledgeBases.searched``)."""
+        """Search the knowledge bases ``kbs`` (default: the agent's, see ``KnowledgeBases.searched``) with
+        the retrieval controls (the settings', with ``controls`` overriding them), through the semantic
+        cache when it is on. ``result.cache`` says "hit", "miss" or "off"; ``timings_ms["total"]`` is the
+        whole search, cache included."""
+        t0 = time.perf_counter()
         name = self.strategy_name(strategy)
+        effective = self.controls_for(controls)
         names = tuple(await self.bases.searched(kbs))
         request = SearchRequest(
             query=query, history=list(history), k=k or self.settings.rag_top_k, conversation_meta=conversation_meta
         )
-        t0 = time.perf_counter()
-        result = await self._strategies_for(names)[name].search(request)
-        log.debug("search %s took %.1f ms", name, (time.perf_counter() - t0) * 1000)
-        return result
+        lookup = await self._cache_lookup(name, names, request, effective) if effective.semantic_cache else None
+        if lookup is not None and lookup.hit is not None:
+            return _finished(lookup.hit, t0, "hit")
+        result = await self._controlled_for(names).search(name, request, effective)
+        if lookup is None:
+            return _finished(result, t0, "off")
+        if lookup.key is None:
+            result = result.model_copy(update={"notes": [*result.notes, f"semantic cache off: {lookup.off}"]})
+            return _finished(result, t0, "off")
+        await self._cache_store(lookup.key, result, names)
+        return _finished(result, t0, "miss")
+
+    # -- the semantic cache --------------------------------------------------------------------
+    def _scope(self, name: str, names: tuple[str, ...], request: SearchRequest, controls: RetrievalControls) -> str:
+        meta = request.conversation_meta if name in LLM_STRATEGIES else ""
+        blob = json.dumps([name, sorted(names), request.k, controls.fingerprint(), meta])
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:24]
+
+    async def _cache_lookup(
+        self, name: str, names: tuple[str, ...], request: SearchRequest, controls: RetrievalControls
+    ) -> _Lookup:
+        """The cached result (a hit); or where to store this search's result (a miss); or why there is no cache."""
+        if self.cache is None:
+            return _Lookup(off="no cache backend")
+        group = self.bases.group(list(names))
+        vectors = await group.embed_queries(self._shape.dense_texts(request))
+        if vectors is None:
+            return _Lookup(off="the knowledge base has no dense encoder to key it")
+        key = _CacheKey(self._scope(name, names, request, controls), self._shape.dense_vector(vectors))
+        try:
+            found = await self.cache.lookup(key.scope, key.vector, controls.similarity_threshold)
+            if found is None:
+                await self._cache_count("miss")
+                return _Lookup(key=key)
+            current = {t.source: topic_digest(t) for t in await group.get_many(list(found.digests))}
+            if current == found.digests:
+                await self._cache_count("hit")
+                note = f"semantic cache hit (cosine {found.similarity:.3f})"
+                return _Lookup(hit=found.result.model_copy(update={"notes": [*found.result.notes, note]}))
+            await self.cache.invalidate(found.entry_id)  # a topic it returned changed or is gone
+            await self._cache_count("stale")
+            return _Lookup(key=key)
+        except RedisError as exc:
+            log.warning("semantic cache unavailable, searching without it: %s", exc)
+            await self._cache_count("error")
+            return _Lookup(off=f"its Redis failed ({type(exc).__name__})")
+
+    async def _cache_store(self, key: _CacheKey, result: SearchResult, names: tuple[str, ...]) -> None:
+        if self.cache is None or result.fell_back:  # a fallback (e.g. the search LLM failed) is not kept
+            return
+        try:
+            sources = list(dict.fromkeys(h.topic.source for h in result.hits))
+            topics = await self.bases.group(list(names)).get_many(sources)
+            await self.cache.store(key.scope, key.vector, result, {t.source: topic_digest(t) for t in topics})
+        except RedisError as exc:
+            log.warning("semantic cache could not store a result: %s", exc)
+
+    async def _cache_count(self, outcome: str) -> None:
+        if self.metrics is not None:
+            self.metrics.semantic_cache.labels(outcome).inc()
+        if self.cache is not None and outcome != "error":
+            try:
+                await self.cache.count(outcome)
+            except RedisError:
+                pass
 
     def close(self) -> None:
         # Local mode holds a file lock on the data dir until closed.

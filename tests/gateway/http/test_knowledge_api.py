@@ -72,7 +72,10 @@ def test_search_is_the_production_path_and_validates_its_input(client):
     ])
     body = client.post("/api/kb/search", json={"query": "how much is an e-bike", "strategy": "bm25"}).json()
     assert body["strategy"] == "bm25" and body["results"][0]["source"] == "bikes"
-    assert set(body["results"][0]) == {"source", "title", "score"}
+    best = body["results"][0]
+    assert set(best) == {"source", "title", "score", "legs"}
+    assert 0.0 < best["score"] < 1.0 and set(best["legs"]) == {"bm25"} and best["legs"]["bm25"] > 1.0  # raw BM25
+    assert body["timings_ms"]["total"] >= body["timings_ms"]["strategy_sparse"] and body["cache"] in ("miss", "off")
     with_history = client.post("/api/kb/search", json={
         "query": "and on weekdays?", "history": ["when are you open"], "strategy": "hybrid"}).json()
     assert with_history["results"][0]["source"] == "hours"

@@ -1,0 +1,184 @@
+"""The semantic cache of retrieval results (seed 002), in Redis so every replica shares it.
+
+An entry is a finished search — its hits, after LLM selection and every control — keyed by the query's
+embedding (the last message plus its recent-history window, as ``QueryShape`` combines them) inside a
+*scope*: the strategy, the knowledge bases, k and the controls that decide a result. A lookup is a hit when
+an entry of the same scope has cosine >= the similarity threshold.
+
+Entries expire after a TTL and the oldest go past ``max_entries``. Each entry records a hash of every
+topic it returned; before a hit is served those topics are read again, and an entry whose topics changed
+or were deleted is dropped and counted ``stale`` — an edited topic is never served from the cache.
+
+Layout (prefix ``sb:<agent>:semcache``): ``e:<id>`` the entry (JSON, with a TTL); ``index`` a sorted set of
+ids by insertion number (``seq``); ``epoch`` changes on clear; ``stats`` a hash of hit / miss / stale
+counts. Each process mirrors the vectors in memory and reads only the ids added since its last look, so a
+lookup costs one round trip for new ids, one matrix product and, on a hit, one GET.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from redis.asyncio import Redis
+
+from rag_core.retrieval import SearchResult
+from rag_core.topic import Topic
+
+STATS = ("hit", "miss", "stale", "error")
+
+
+def topic_digest(topic: Topic) -> str:
+    return hashlib.sha256(topic.model_dump_json().encode("utf-8")).hexdigest()[:32]
+
+
+@dataclass
+class _Mirror:
+    epoch: str | None = None
+    seq: float = 0.0
+    ids: list[str] = field(default_factory=list)
+    scopes: list[str] = field(default_factory=list)
+    created: list[float] = field(default_factory=list)
+    matrix: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
+
+    def drop(self, entry_id: str) -> None:
+        if entry_id in self.ids:
+            i = self.ids.index(entry_id)
+            del self.ids[i], self.scopes[i], self.created[i]
+            self.matrix = np.delete(self.matrix, i, axis=0)
+
+
+@dataclass(frozen=True)
+class CachedResult:
+    entry_id: str
+    result: SearchResult
+    digests: dict[str, str]
+    similarity: float
+
+
+class SemanticCache:
+    def __init__(self, redis: Redis, prefix: str, *, ttl_s: int, max_entries: int) -> None:
+        self.redis = redis
+        self.prefix = f"{prefix}:semcache"
+        self.ttl_s = ttl_s
+        self.max_entries = max_entries
+        self._mirror = _Mirror()
+
+    def _entry_key(self, entry_id: str) -> str:
+        return f"{self.prefix}:e:{entry_id}"
+
+    async def _sync(self) -> None:
+        """Bring the in-process mirror up to date with entries other processes (or this one) added."""
+        mirror = self._mirror
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.get(f"{self.prefix}:epoch")
+            pipe.zrangebyscore(f"{self.prefix}:index", f"({mirror.seq}", "+inf", withscores=True)
+            epoch, added = await pipe.execute()
+        epoch = epoch.decode() if isinstance(epoch, bytes) else epoch
+        if epoch != mirror.epoch or len(mirror.ids) > 2 * self.max_entries:  # cleared, or evictions piled up
+            mirror = self._mirror = _Mirror(epoch=epoch)
+            added = await self.redis.zrangebyscore(f"{self.prefix}:index", "-inf", "+inf", withscores=True)
+        if not added:
+            return
+        ids = [(m.decode() if isinstance(m, bytes) else m) for m, _ in added]
+        raw = await self.redis.mget([self._entry_key(i) for i in ids])
+        rows, scopes, kept, created = [], [], [], []
+        for entry_id, blob in zip(ids, raw, strict=True):
+            if blob is None:
+                continue
+            entry = json.loads(blob)
+            rows.append(np.frombuffer(base64.b64decode(entry["vector"]), dtype=np.float32))
+            scopes.append(entry["scope"])
+            kept.append(entry_id)
+            created.append(entry["created"])
+        mirror.seq = max(mirror.seq, max(score for _, score in added))
+        if rows:
+            block = np.vstack(rows)
+            mirror.matrix = block if not mirror.ids else np.vstack([mirror.matrix, block])
+            mirror.ids += kept
+            mirror.scopes += scopes
+            mirror.created += created
+
+    async def lookup(self, scope: str, vector: Sequence[float], threshold: float) -> CachedResult | None:
+        await self._sync()
+        mirror = self._mirror
+        if not mirror.ids:
+            return None
+        query = np.asarray(vector, dtype=np.float32)
+        query /= max(float(np.linalg.norm(query)), 1e-12)
+        similarity = mirror.matrix @ query
+        oldest = time.time() - self.ttl_s
+        for i in np.argsort(-similarity):
+            if similarity[i] < threshold:
+                return None
+            if mirror.scopes[i] != scope or mirror.created[i] < oldest:
+                continue
+            entry_id = mirror.ids[i]
+            blob = await self.redis.get(self._entry_key(entry_id))
+            if blob is None:  # expired, evicted or invalidated elsewhere
+                mirror.drop(entry_id)
+                return None
+            entry = json.loads(blob)
+            return CachedResult(entry_id, SearchResult.model_validate(entry["result"]), entry["digests"],
+                                float(similarity[i]))
+        return None
+
+    async def store(self, scope: str, vector: Sequence[float], result: SearchResult, digests: dict[str, str]) -> None:
+        query = np.asarray(vector, dtype=np.float32)
+        query /= max(float(np.linalg.norm(query)), 1e-12)
+        entry_id = uuid.uuid4().hex
+        entry = {
+            "scope": scope, "vector": base64.b64encode(query.tobytes()).decode(), "created": time.time(),
+            "digests": digests, "result": result.model_dump(mode="json"),
+        }
+        seq = await self.redis.incr(f"{self.prefix}:seq")
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.set(self._entry_key(entry_id), json.dumps(entry), ex=self.ttl_s)
+            pipe.zadd(f"{self.prefix}:index", {entry_id: seq})
+            await pipe.execute()
+        extra = await self.redis.zcard(f"{self.prefix}:index") - self.max_entries
+        if extra > 0:  # the oldest go
+            gone = await self.redis.zpopmin(f"{self.prefix}:index", extra)
+            if gone:
+                await self.redis.delete(*(self._entry_key(m.decode() if isinstance(m, bytes) else m)
+                                          for m, _ in gone))
+
+    async def invalidate(self, entry_id: str) -> None:
+        self._mirror.drop(entry_id)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.delete(self._entry_key(entry_id))
+            pipe.zrem(f"{self.prefix}:index", entry_id)
+            await pipe.execute()
+
+    async def count(self, outcome: str) -> None:
+        await self.redis.hincrby(f"{self.prefix}:stats", outcome, 1)
+
+    async def stats(self) -> dict[str, int]:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.zcard(f"{self.prefix}:index")
+            pipe.hgetall(f"{self.prefix}:stats")
+            entries, counts = await pipe.execute()
+        out = {"entries": int(entries)}
+        for name in STATS:
+            out[name] = int(counts.get(name.encode(), counts.get(name, 0)) or 0)
+        looked = out["hit"] + out["miss"] + out["stale"]
+        out["hit_rate"] = round(out["hit"] / looked, 4) if looked else 0.0
+        return out
+
+    async def clear(self) -> int:
+        """Drop every entry (every process's mirror starts over); how many there were."""
+        ids = await self.redis.zrange(f"{self.prefix}:index", 0, -1)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            for m in ids:
+                pipe.delete(self._entry_key(m.decode() if isinstance(m, bytes) else m))
+            pipe.delete(f"{self.prefix}:index", f"{self.prefix}:stats")
+            pipe.set(f"{self.prefix}:epoch", uuid.uuid4().hex)
+            await pipe.execute()
+        self._mirror = _Mirror()
+        return len(ids)

@@ -1,0 +1,115 @@
+"""Retrieval controls and the semantic cache through the production search path (``Knowledge.search``),
+in real turns, with the MiniLM model, real Redis and the fake LLM."""
+
+from __future__ import annotations
+
+import pytest
+from redis.asyncio import Redis
+
+from gateway.core.metrics import Metrics
+from gateway.knowledge.search import Knowledge
+from gateway.knowledge.semantic_cache import SemanticCache
+from gateway.services import Services
+from rag_core.topic import Topic
+from tests.gateway.knowledge.test_rag_turns import TOPICS, inbound, selection
+from tests.rag_core.conftest import MODEL_PATH
+from tests.sinks import RecordingSink as Sink
+
+
+def dense(settings, **more):
+    return settings.model_copy(update={"embeddings": "fastembed", "embedding_model_path": MODEL_PATH, **more})
+
+
+@pytest.fixture
+async def make_services(settings):
+    built: list[Services] = []
+
+    async def make(**overrides) -> Services:
+        services = Services.build(dense(settings, rag_top_k=3, **overrides))
+        await services.knowledge.kb.upsert_many(TOPICS)
+        await services.start()
+        built.append(services)
+        return services
+
+    yield make
+    for services in built:
+        await services.aclose()
+
+
+async def test_a_threshold_that_removes_everything_gives_the_placeholder_and_says_so(make_services, fake_openai):
+    services = await make_services(relevance_threshold=0.99)
+    fake_openai.script_json(selection("rent"))
+    outcome = await services.pipeline.handle(inbound("How much is an e-bike?"), Sink())
+    reply = fake_openai.chat_requests()[-1]
+    assert "No additional information" in reply["body"]["messages"][0]["content"]
+    retrieval = outcome.turn.trace.retrieval
+    assert retrieval.selected == [] and "rent" in retrieval.left_out["relevance_threshold"]
+    assert any("removed all" in note for note in retrieval.notes)
+
+
+async def test_a_cache_hit_skips_the_search_llm_and_is_in_the_trace(make_services, fake_openai):
+    services = await make_services()
+    fake_openai.script_json(selection("rent"))
+    first = await services.pipeline.handle(inbound("How much is an e-bike?", identity="test:a"), Sink())
+    assert first.turn.trace.retrieval.cache == "miss" and len(fake_openai.chat_requests()) == 2
+    second = await services.pipeline.handle(inbound("How much is an e-bike?", identity="test:b"), Sink())
+    assert len(fake_openai.chat_requests()) == 3  # the reply only: no search-LLM call
+    retrieval = second.turn.trace.retrieval
+    assert retrieval.cache == "hit" and retrieval.selected == ["rent"]
+    assert "E-bikes cost 35 euros" in fake_openai.chat_requests()[-1]["body"]["messages"][0]["content"]
+    stats = await services.knowledge.cache.stats()
+    assert stats["hit"] == 1 and stats["miss"] == 1 and stats["entries"] == 1
+
+
+async def test_an_edited_or_deleted_topic_is_never_served_from_the_cache(make_services):
+    services = await make_services()
+    knowledge = services.knowledge
+    first = await knowledge.search("How much is an e-bike?", strategy="hybrid")
+    assert first.cache == "miss" and first.hits[0].topic.source == "rent"
+    assert (await knowledge.search("How much is an e-bike?", strategy="hybrid")).cache == "hit"
+    edited = Topic(source="rent", title="E-bike rental prices", summary="E-bikes now cost 40 euros per day.")
+    await knowledge.kb.upsert(edited)
+    after_edit = await knowledge.search("How much is an e-bike?", strategy="hybrid")
+    assert after_edit.cache == "miss" and after_edit.hits[0].topic.summary == "E-bikes now cost 40 euros per day."
+    assert (await knowledge.cache.stats())["stale"] == 1
+    assert (await knowledge.search("How much is an e-bike?", strategy="hybrid")).cache == "hit"
+    await knowledge.kb.delete("rent")
+    after_delete = await knowledge.search("How much is an e-bike?", strategy="hybrid")
+    assert after_delete.cache == "miss" and "rent" not in [h.topic.source for h in after_delete.hits]
+
+
+async def test_a_paraphrase_hits_and_a_different_question_or_control_misses(make_services):
+    services = await make_services(similarity_threshold=0.9)
+    knowledge = services.knowledge
+    await knowledge.search("How much is an e-bike?", strategy="hybrid")
+    paraphrase = await knowledge.search("how much is an e-bike", strategy="hybrid")
+    assert paraphrase.cache == "hit" and any("semantic cache hit (cosine" in n for n in paraphrase.notes)
+    assert (await knowledge.search("When are you open?", strategy="hybrid")).cache == "miss"
+    other_controls = await knowledge.search("How much is an e-bike?", strategy="hybrid",
+                                            controls={"relevance_threshold": 0.2})
+    assert other_controls.cache == "miss"  # another scope: the controls decide the result
+    assert (await knowledge.search("How much is an e-bike?", strategy="hybrid",
+                                   controls={"semantic_cache": False})).cache == "off"
+
+
+async def test_the_cache_is_shared_by_replicas_and_cleared_for_all(make_services):
+    one, two = await make_services(), await make_services()
+    await one.knowledge.search("How much is an e-bike?", strategy="hybrid")
+    assert (await two.knowledge.search("How much is an e-bike?", strategy="hybrid")).cache == "hit"
+    assert await two.knowledge.cache.clear() == 1
+    assert (await one.knowledge.search("How much is an e-bike?", strategy="hybrid")).cache == "miss"
+
+
+async def test_a_cache_whose_redis_is_down_is_skipped_and_counted(settings):
+    dead = Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)
+    metrics = Metrics()
+    knowledge = Knowledge(dense(settings), None, cache=SemanticCache(dead, "sb:x", ttl_s=60, max_entries=10),
+                          metrics=metrics)
+    await knowledge.kb.upsert_many(TOPICS)
+    result = await knowledge.search("How much is an e-bike?", strategy="hybrid")
+    assert result.hits[0].topic.source == "rent" and result.cache == "off"
+    assert any("semantic cache off: its Redis failed" in n for n in result.notes)
+    assert metrics.semantic_cache.labels("error")._value.get() == 1
+    knowledge.close()
+    await dead.aclose()
+
