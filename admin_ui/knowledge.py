@@ -36,10 +36,11 @@ async def knowledge_page(request: Request, signed: Signed, status_code: int = 20
         problems.append(f"The knowledge base cannot be read: {exc}")
     try:
         recent = await signed.services.store.recent_retrievals()
+        cache = await knowledge.cache.stats() if knowledge.cache is not None else None
     except Exception:  # Redis away: the status of the rest of the page says so
-        recent = []
+        recent, cache = [], None
     return page(request, "knowledge.html", signed, status_code, bases=bases, documents=documents, kb=kb,
-                recent=recent, done=request.query_params.get("done"),
+                recent=recent, done=request.query_params.get("done"), cache=cache, controls=knowledge.controls,
                 strategies=sorted(knowledge.strategies), default_strategy=knowledge.default_strategy,
                 problems=problems, **context)
 
@@ -96,6 +97,24 @@ async def document_action(doc_id: str, action: str, request: Request, signed: Si
     return RedirectResponse(f"{PREFIX}/knowledge?kb={quote(record.kb)}&done={quote(done)}", status_code=303)
 
 
+# The retrieval controls the console's retrieval test offers (the rest: POST /api/kb/search).
+FORM_CONTROLS = ("relevance_threshold", "selection_strategy", "mmr_lambda", "max_results", "max_context_tokens",
+                 "reranker", "recency_boost")
+FORM_SWITCHES = ("multi_query", "adaptive_routing", "query_reformulation")
+
+
+def _form_controls(form) -> dict:
+    """The controls typed in the form (blank: the agent's setting); validation happens in ``controls_for``."""
+    controls: dict = {name: str(form.get(name, "")).strip() for name in FORM_CONTROLS}
+    controls = {name: value for name, value in controls.items() if value}
+    for name in FORM_SWITCHES:
+        if form.get(name):
+            controls[name] = True
+    if form.get("bypass_cache"):
+        controls["semantic_cache"] = False
+    return controls
+
+
 @router.post("/search")
 async def retrieval_test(request: Request, signed: Signed = Depends(signed_in)) -> Response:
     await check_csrf(request, signed)
@@ -103,7 +122,9 @@ async def retrieval_test(request: Request, signed: Signed = Depends(signed_in)) 
     query = str(form.get("query", "")).strip()
     history_text = str(form.get("history", ""))
     strategy = str(form.get("strategy", "")) or None
-    typed = {"query": query, "history": history_text, "strategy": strategy or "", "k": str(form.get("k", "5"))}
+    controls = _form_controls(form)
+    typed = {"query": query, "history": history_text, "strategy": strategy or "", "k": str(form.get("k", "5")),
+             **{name: str(value) for name, value in controls.items()}}
     try:
         k = int(typed["k"])
         if not 1 <= k <= 50:
@@ -116,24 +137,20 @@ async def retrieval_test(request: Request, signed: Signed = Depends(signed_in)) 
     history = [ChatTurn(role="user", text=line.strip()) for line in history_text.splitlines() if line.strip()]
     knowledge = signed.services.knowledge
     try:
-        result = await knowledge.search(query, history, strategy=strategy, k=k)
+        result = await knowledge.search(query, history, strategy=strategy, k=k, controls=controls)
     except (GatewayError, RagError) as exc:
         return await knowledge_page(request, signed, 422, typed=typed, search_error=str(exc))
-    return await knowledge_page(request, signed, typed=typed, result=result,
-                                legs=await _leg_scores(knowledge, query, history, k))
+    legs = sorted({leg for hit in result.hits for leg in hit.legs if leg in LEG_NAMES}, key=LEG_NAMES.index)
+    return await knowledge_page(request, signed, typed=typed, result=result, legs=legs)
 
 
-async def _leg_scores(knowledge, query: str, history: list[ChatTurn], k: int) -> dict[str, dict[str, float]]:
-    """Each leg's own score for the same query (source -> score), beside the fused one; a leg that cannot
-    run here (no embeddings) is left out."""
-    legs: dict[str, dict[str, float]] = {}
-    for leg in ("bm25", "dense"):
-        if leg not in knowledge.strategies:
-            continue
-        try:
-            found = await knowledge.search(query, history, strategy=leg, k=max(k * 4, 20))
-        except (GatewayError, RagError):
-            continue
-        legs[leg] = {c.source: c.score for c in found.candidates if c.score is not None} or {
-            h.topic.source: h.score for h in found.hits}
-    return legs
+LEG_NAMES = ["bm25", "dense", "fused", "rerank", "llm_rank"]
+
+
+@router.post("/cache/clear")
+async def clear_cache(request: Request, signed: Signed = Depends(admin_only)) -> Response:
+    await check_csrf(request, signed)
+    cache = signed.services.knowledge.cache
+    cleared = await cache.clear() if cache is not None else 0
+    return RedirectResponse(f"{PREFIX}/knowledge?done={quote(f'Cleared {cleared} cached searches')}",
+                            status_code=303)

@@ -43,6 +43,13 @@ def test_upload_files_then_see_them_and_find_them_with_the_retrieval_test(consol
         assert "<th>BM25</th>" in results  # each leg's own score beside the fused one
         bad = client.post("/admin/knowledge/search", data={"csrf_token": csrf, "query": "x", "k": "500"})
         assert bad.status_code == 422 and "k: a whole number" in bad.text and 'value="x"' in bad.text
+        wrong = client.post("/admin/knowledge/search", data={"csrf_token": csrf, "query": "e-bike price per day",
+                                                              "relevance_threshold": "1.5"})
+        assert wrong.status_code == 422 and "relevance_threshold" in wrong.text and 'value="1.5"' in wrong.text
+        strict = client.post("/admin/knowledge/search", data={
+            "csrf_token": csrf, "query": "e-bike price per day", "strategy": "bm25", "relevance_threshold": "0.99"})
+        assert "No result." in strict.text and "removed all" in strict.text
+        assert "Left out by relevance_threshold" in strict.text
 
 
 def test_operators_read_the_knowledge_base_but_cannot_upload(console):
