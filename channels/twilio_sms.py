@@ -39,7 +39,7 @@ __all__ = ["OptOuts", "SmsSink", "TwilioSmsAdapter", "build", "keyword"]
 log = logging.getLogger(__name__)
 CHANNEL = "twilio_sms"
 SMS_PATH = "/channels/twilio/sms"
-CAPABILITIES = Capabilities(max_length=1600, markup="plain")
+CAPABILITIES = Capabilities(max_length=1600, markup="plain", citations="drop")
 # Twilio's default opt-out keywords (Advanced Opt-Out off or on, these are the standard sets)
 STOP_WORDS = frozenset({"STOP", "STOPALL", "UNSUBSCRIBE", "CANCEL", "END", "QUIT", "OPTOUT", "REVOKE"})
 START_WORDS = frozenset({"START", "YES", "UNSTOP"})

@@ -39,7 +39,8 @@ CHANNEL = "twilio_voice"
 VOICE_PATH = "/channels/twilio/voice"
 TURN_PATH = VOICE_PATH + "/turn"
 STATUS_PATH = VOICE_PATH + "/status"
-CAPABILITIES = Capabilities(max_length=4000, markup="plain", voice=True, rag_mode="queued", handoff=False)
+CAPABILITIES = Capabilities(max_length=4000, markup="plain", voice=True, rag_mode="queued", handoff=False,
+                            citations="drop")
 ENDED_STATUSES = frozenset({"completed", "busy", "failed", "no-answer", "canceled"})
 _KEY_TTL_S = 3600
 _POLL_S = 0.05

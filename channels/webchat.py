@@ -25,6 +25,7 @@ from gateway.channel import (
     InvalidInput,
     InvalidJSON,
     JSONBodyRoute,
+    Message,
     PayloadTooLarge,
     Role,
     Turn,
@@ -122,22 +123,26 @@ class _TranscriptSink:
         return DeliveryReport(delivered=True)
 
 
+def sources_json(message: Message) -> list[dict]:
+    """The knowledge a reply was given, as stored on it: ``n`` is its ``[n]`` in the text."""
+    return [s.model_dump(mode="json") for s in message.sources]
+
+
 def _outcome_json(outcome: TurnOutcome) -> dict:
     msg = outcome.agent_message
     if msg is None:  # handed off to a person: their reply arrives as an "operator" frame / in the transcript
         return {"reply": None, "handed_off": True, "sources": [], "turn_id": outcome.turn.trace.turn_id}
     return {
         "reply": {"text": outcome.reply.text, "message_id": msg.id, "created_at": msg.created_at.isoformat()},
-        "sources": [
-            {"source": h.source, "title": h.title, "score": round(h.score, 4)} for h in outcome.turn.hits
-        ],
+        "sources": sources_json(msg),
         "turn_id": outcome.turn.trace.turn_id,
     }
 
 
 class WebChatAdapter:
     name = CHANNEL
-    capabilities = Capabilities(max_length=100_000, markup="markdown", streaming=True, typing=True)
+    capabilities = Capabilities(max_length=100_000, markup="markdown", streaming=True, typing=True,
+                                citations="structured")
 
     def __init__(self, context: ChannelContext) -> None:
         self.context = context
@@ -242,6 +247,7 @@ class WebChatAdapter:
                     "text": m.text,
                     "created_at": m.created_at.isoformat(),
                     "turn_id": m.turn_id,
+                    "sources": sources_json(m),
                 }
                 for m in messages
                 if m.role is not Role.SYSTEM  # console notes (a handoff began or ended) stay in the console

@@ -24,7 +24,7 @@ from gateway.core.errors import (
     ServiceUnavailable,
     Unauthorized,
 )
-from gateway.core.models import Attachment, EndReason, InboundMessage, Role
+from gateway.core.models import Attachment, EndReason, InboundMessage, Message, Role, SourceRef
 from gateway.core.settings import Settings
 from gateway.http.auth import bearer_token
 from gateway.http.errors import failure
@@ -42,9 +42,9 @@ if TYPE_CHECKING:
 __all__ = [
     "Attachment", "BadRequest", "Capabilities", "ChannelAdapter", "ChannelContext", "ChannelDeliveryError",
     "Conflict", "Delivery", "DeliveryRejected", "DeliveryReport", "EndReason", "Forbidden", "GatewayError",
-    "InboundMessage", "InboxHandler", "InvalidInput", "InvalidJSON", "JSONBodyRoute", "Markup", "NotFound",
-    "PayloadTooLarge", "RedisStore", "ReplySink", "Role", "SendWork", "ServiceUnavailable", "Settings", "Turn",
-    "TurnOutcome", "TurnRunner", "TurnWork", "Unauthorized", "Work", "bearer_token", "decode_json", "failure",
+    "InboundMessage", "InboxHandler", "InvalidInput", "InvalidJSON", "JSONBodyRoute", "Markup", "Message", "NotFound",
+    "PayloadTooLarge", "RedisStore", "ReplySink", "Role", "SendWork", "ServiceUnavailable", "Settings", "SourceRef",
+    "Turn", "TurnOutcome", "TurnRunner", "TurnWork", "Unauthorized", "Work", "bearer_token", "decode_json", "failure",
 ]
 
 

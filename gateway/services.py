@@ -48,6 +48,7 @@ from gateway.jobs.registry import JobHandler
 from gateway.jobs.worker import QUEUES, InProcessWorker
 from gateway.knowledge.agentic import AgenticResponder
 from gateway.knowledge.appends import APPEND_TEXT_JOB, CRAWL_JOB, KnowledgeAppends, PageShaper
+from gateway.knowledge.citing import CiteSources, document_urls, policy_of
 from gateway.knowledge.crawler import Crawler, CrawlLimits
 from gateway.knowledge.demo import load_demo_knowledge
 from gateway.knowledge.ingest_jobs import IngestJobs
@@ -192,8 +193,10 @@ class Services:
         rag_modes: dict[str, RagMode] = {}  # filled by the channels as they are installed
         tool_support = ToolSupport(settings.llm_supports_tools and llm is not None)
         agents = AgentStore(store)
+        channel_agent = ChannelAgent(agents, settings.agent_id, citations=policy_of(settings))
         rag = PrepareRagContext(settings, knowledge, persona_attributes, memory, queues["rag"], rag_modes,
-                                tool_support, ChannelAgent(agents, settings.agent_id).choice)
+                                tool_support, channel_agent.choice)
+        citing = CiteSources(settings, channel_agent.citations, document_urls(lambda: knowledge.bases.documents))
         events.subscribe(ConversationStarted, rag.on_conversation_started)
         responder: Responder = (
             LLMResponder(llm)
@@ -212,7 +215,7 @@ class Services:
         )
         handoffs = Handoffs(store)
         pipeline = TurnPipeline(
-            settings, store, sessions, memory, lock, prompts, responder, events, metrics, preparers=[rag],
+            settings, store, sessions, memory, lock, prompts, responder, events, metrics, preparers=[rag, citing],
             handoffs=handoffs,
         )
         services = cls(

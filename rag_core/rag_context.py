@@ -3,15 +3,29 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-from rag_core.topic import Topic
+from typing import Protocol
 
 RAG_PLACEHOLDER = "<||rag_placeholder||>"
 NO_ADDITIONAL_INFORMATION = "No additional information"
 
 
-def format_rag(topics: Sequence[Topic]) -> str:
-    return "".join(f"{topic.title}\n{topic.summary}\n\n---\n\n" for topic in topics)
+class Titled(Protocol):
+    """Anything with a title and a summary: a topic, or a hit a turn carries."""
+
+    @property
+    def title(self) -> str: ...
+
+    @property
+    def summary(self) -> str: ...
+
+
+def format_rag(topics: Sequence[Titled], *, numbered: bool = False) -> str:
+    """Each topic as ``Title\\nsummary``; ``numbered`` puts ``[1] ``, ``[2] `` … before the titles,
+    the numbers a reply cites them by."""
+    return "".join(
+        f"{f'[{n}] ' if numbered else ''}{topic.title}\n{topic.summary}\n\n---\n\n"
+        for n, topic in enumerate(topics, 1)
+    )
 
 
 def replace_rag_placeholder(prompt: str, rag: str) -> str:

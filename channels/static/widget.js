@@ -3,6 +3,7 @@
  * Embed with one tag:  <script src="https://your-gateway/widget.js" async></script>
  * Options (data- attributes on the tag): data-title, data-greeting, data-mode="page" (full page).
  * The session (id + token) is kept in localStorage, so the conversation survives page reloads.
+ * A reply's knowledge-base sources show under it as an expandable list ([n] Title, linked when known).
  */
 (function () {
   "use strict";
@@ -38,6 +39,12 @@
     ".sb-input:focus{outline:2px solid var(--sb-accent);border-color:transparent}",
     ".sb-send{border:0;border-radius:10px;padding:0 16px;background:var(--sb-accent);color:#fff;font:inherit;font-weight:600;cursor:pointer}",
     ".sb-send:disabled{opacity:.55;cursor:default}",
+    ".sb-sources{align-self:flex-start;max-width:85%;margin-top:-4px;font-size:13px;color:var(--sb-muted)}",
+    ".sb-sources summary{cursor:pointer}",
+    ".sb-sources ol{margin:4px 0 0;padding-left:18px;list-style:none}",
+    ".sb-sources li{margin:2px 0}",
+    ".sb-sources .sb-cited{font-weight:600}",
+    ".sb-sources a{color:var(--sb-accent)}",
     ".sb-sr{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0)}",
     "@media (max-width:480px){.sb-panel{right:0;bottom:0;width:100vw;max-width:100vw;height:100vh;max-height:100vh;border-radius:0}}",
   ].join("\n");
@@ -82,6 +89,24 @@
     log.appendChild(node); scroll();
     return node;
   }
+  function showSources(after, sources) {
+    if (!sources || !sources.length) return;
+    var box = el("details", { class: "sb-sources", "data-sources": "" });
+    box.appendChild(el("summary", {}, "Sources (" + sources.length + ")"));
+    var list = el("ol");
+    sources.forEach(function (s) {
+      var item = el("li", s.cited ? { class: "sb-cited" } : {});
+      var label = "[" + s.n + "] " + s.title;
+      if (s.url && /^https?:\/\//i.test(s.url)) {
+        item.appendChild(el("a", { href: s.url, target: "_blank", rel: "noopener noreferrer" }, label));
+      } else {
+        item.textContent = label;
+      }
+      list.appendChild(item);
+    });
+    box.appendChild(list);
+    after.insertAdjacentElement("afterend", box); scroll();
+  }
   function showError(message) { error.textContent = message || ""; }
   function setBusy(on) { busy = on; send.disabled = on; }
 
@@ -123,7 +148,8 @@
   function showMessage(m) {
     if (m.id && shown[m.id]) return;
     if (m.id) shown[m.id] = true;
-    bubble(m.role === "user" ? "user" : (m.role === "operator" ? "operator" : "agent"), m.text);
+    var node = bubble(m.role === "user" ? "user" : (m.role === "operator" ? "operator" : "agent"), m.text);
+    if (m.role === "agent") showSources(node, m.sources);
   }
 
   function openSocket() {
@@ -151,7 +177,7 @@
           }
           pending.bubble.textContent += frame.text; scroll();
         } else if (frame.type === "message") {
-          pending.done(frame.reply ? frame.reply.text : null);
+          pending.done(frame.reply ? frame.reply.text : null, frame.sources);
         } else if (frame.type === "error") {
           pending.fail(frame.message);
         }
@@ -175,13 +201,14 @@
     var clientId = (lastFailed && lastFailed.text === text) ? lastFailed.clientId
       : (window.crypto && crypto.randomUUID) ? crypto.randomUUID() : String(Date.now()) + Math.random();
     lastFailed = null;
-    var finish = function (reply) {
+    var finish = function (reply, sources) {
       if (reply === null) {  // handed off to a person: their reply arrives by itself
         typing.remove(); pending = null; setBusy(false); input.focus(); return;
       }
       typing.className = "sb-msg sb-agent"; typing.setAttribute("data-role", "agent");
       typing.removeAttribute("aria-label");
-      typing.textContent = reply; pending = null; setBusy(false); scroll(); input.focus();
+      typing.textContent = reply; showSources(typing, sources);
+      pending = null; setBusy(false); scroll(); input.focus();
     };
     var fail = function (message) {
       lastFailed = { text: text, clientId: clientId };
@@ -197,7 +224,7 @@
       }
       return api("/api/chat/sessions/" + session.id + "/messages", {
         method: "POST", body: JSON.stringify({ text: text, client_message_id: clientId }),
-      }).then(function (body) { finish(body.reply ? body.reply.text : null); });
+      }).then(function (body) { finish(body.reply ? body.reply.text : null, body.sources); });
     }).catch(function (err) { fail(err.message); });
   }
 

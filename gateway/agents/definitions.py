@@ -13,6 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 
 from gateway.agents.guardrails import NAMES as GUARDRAILS
+from gateway.core.models import CitationFormat
+from gateway.turn.citations import CitationPolicy
 from rag_core.controls import RetrievalControls
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -23,7 +25,7 @@ DEFAULT_SYSTEM_PROMPT = (
 PLACEHOLDERS = ("{context_str}", "{query_str}")
 
 __all__ = ["DEFAULT_SYSTEM_PROMPT", "PLACEHOLDERS", "AgentConfig", "AgentCreate", "AgentDefinition", "AgentVersion",
-           "InferenceConfig"]
+           "CitationsConfig", "InferenceConfig"]
 
 
 class _Camel(BaseModel):
@@ -34,6 +36,17 @@ class InferenceConfig(_Camel):
     max_tokens: int = Field(default=1024, ge=1, le=32_000)
     temperature: float = Field(default=0.7, ge=0.0, le=2.0)
     max_retries: int = Field(default=2, ge=0, le=10)
+
+
+class CitationsConfig(_Camel):
+    """``citations: {format, verify}``: a field left out is the settings' (SWITCHBOARD_CITATIONS_*)."""
+
+    format: CitationFormat | None = None
+    verify: bool | None = None
+
+    def over(self, default: CitationPolicy) -> CitationPolicy:
+        return CitationPolicy(format=self.format or default.format,
+                              verify=default.verify if self.verify is None else self.verify)
 
 
 class AgentConfig(_Camel):
@@ -64,6 +77,7 @@ class AgentConfig(_Camel):
             first = exc.errors()[0]
             raise ValueError(f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None
         return {k: v for k, v in value.items() if v is not None}
+    citations: CitationsConfig | None = None  # None: the settings decide
 
     @field_validator("guardrails")
     @classmethod

@@ -29,6 +29,7 @@ from gateway.core.models import (
     Message,
     PromptMessage,
     Role,
+    SourceRef,
     StageTiming,
     TokenUsage,
     ToolCallTrace,
@@ -37,8 +38,10 @@ from gateway.core.models import (
 )
 from gateway.core.settings import Settings
 from gateway.knowledge.agentic import AgenticResponder
+from gateway.knowledge.citing import document_urls, policy_of, source_refs
 from gateway.knowledge.kb_tool import POLICY, KnowledgeTool, ToolSupport
 from gateway.knowledge.rag_preparation import retrieval_trace
+from gateway.turn.citations import CitationPolicy, cite, with_instruction
 from gateway.turn.llm import CallOptions, LLMClient
 from gateway.turn.responders import KnowledgeHit, OfflineResponder, Reply, ReplyRequest
 from rag_core.adjacent import widen
@@ -56,6 +59,10 @@ class SourceNode:
     chunk_id: str
     score: float
     text: str
+    n: int = 0  # the number the prompt showed it by ([n]); the stored message's sources carry the same
+    title: str = ""
+    url: str | None = None
+    cited: bool = False
 
 
 @dataclass
@@ -76,11 +83,23 @@ def _doc_of(source: str) -> str:
     return source[4:].split("#", 1)[0] if source.startswith("doc:") else source
 
 
-def source_nodes(hits: list[Hit]) -> list[SourceNode]:
-    """Scores in 0–1: the best hit is 1 and the others keep their ratio to it (fused scores are relative)."""
+def source_nodes(hits: list[Hit], refs: list[SourceRef] | None = None) -> list[SourceNode]:
+    """Scores in 0–1: the best hit is 1 and the others keep their ratio to it (fused scores are relative).
+    ``refs`` are the sources stored on the reply (numbered, cited or not), one per hit, in order."""
     top = max((h.score for h in hits), default=0.0) or 1.0
-    return [SourceNode(doc_id=_doc_of(h.topic.source), chunk_id=h.topic.source, score=round(max(0.0, h.score) / top, 4),
-                       text=h.topic.summary or h.topic.title) for h in hits]
+    nodes = [SourceNode(doc_id=_doc_of(h.topic.source), chunk_id=h.topic.source,
+                        score=round(max(0.0, h.score) / top, 4), text=h.topic.summary or h.topic.title, n=n,
+                        title=h.topic.title) for n, h in enumerate(hits, 1)]
+    by_n = {r.n: r for r in refs or ()}
+    for node in nodes:
+        if (ref := by_n.get(node.n)) is not None:
+            node.url, node.cited = ref.url, ref.cited
+    return nodes
+
+
+def _knowledge_hits(hits: list[Hit]) -> list[KnowledgeHit]:
+    return [KnowledgeHit(source=h.topic.source, title=h.topic.title, summary=h.topic.summary, score=h.score,
+                         facts=tuple(h.topic.facts)) for h in hits]
 
 
 class AgentRunner:
@@ -93,6 +112,7 @@ class AgentRunner:
         self.knowledge = knowledge  # gateway.knowledge.search.Knowledge
         self.llm = llm
         self.tool_support = tool_support
+        self._urls = document_urls(lambda: knowledge.bases.documents)
 
     async def invoke(self, version: AgentVersion, config: AgentConfig, messages: list[dict],
                      session_id: str | None, on_delta: Delta | None = None) -> InvokeResult:
@@ -131,13 +151,17 @@ class AgentRunner:
         await self.store.add_message(user)
         history = [ChatTurn(role="user" if m.role is Role.USER else "agent", text=m.text) for m in stored]
         agentic = config.retrieval_mode == "agentic" and self.llm is not None and self.tool_support.supported
-        hits, context, outputs = await self._retrieve(config, question, history, guard, trace, agentic)
+        policy = self._citations(config)
+        hits, context, outputs = await self._retrieve(config, question, history, guard, trace, agentic,
+                                                      numbered=policy.numbered)
         trace.stages.append(StageTiming(stage="context", ms=round((time.perf_counter() - t0) * 1000, 3)))
         system = config.system_prompt.replace("{context_str}", context or "No additional information.")
         system = system.replace("{query_str}", question)
         prompt = [PromptMessage(role="system", content=system),
                   *(PromptMessage(role="user" if m.role is Role.USER else "assistant", content=m.text) for m in stored),
                   PromptMessage(role="user", content=question)]
+        if policy.numbered and hits and not agentic:
+            prompt = with_instruction(prompt)
         # An answer that may still change (guardrails, the hallucination check) is sent whole, once final.
         hold = bool(guard.names & {"pii-redaction", "blocked-terms"}) or config.enable_hallucination_check
         reply = await self._reply(config, prompt, hits, agentic, None if hold else on_delta)
@@ -148,9 +172,13 @@ class AgentRunner:
             await on_delta(reply.text)
         if agentic:
             hits = await self._tool_hits(reply.tool_calls)
+            if policy.numbered:  # the model saw no numbered context: its sources are listed, not cited
+                policy = CitationPolicy(format="structured", verify=policy.verify)
+        cited = cite(policy, await source_refs(_knowledge_hits(hits), self._urls), reply.text)
+        reply.text, trace.citations = cited.text, cited.trace
         agent_message = Message(conversation_id=conversation.id, persona_id=persona.id, role=Role.AGENT,
                                 channel=CHANNEL, text=reply.text, turn_id=trace.turn_id,
-                                delivery=DeliveryStatus.DELIVERED)
+                                delivery=DeliveryStatus.DELIVERED, sources=cited.sources)
         trace.prompt, trace.reply, trace.model, trace.usage = prompt, reply.text, reply.model, reply.usage
         trace.responder, trace.tool_calls = reply.responder, reply.tool_calls
         trace.agent_message_id = agent_message.id
@@ -159,14 +187,18 @@ class AgentRunner:
         await self.store.add_message(agent_message)
         await self.store.finish_turn(agent_message, conversation, trace, self.sessions.activity_key)
         rag_mode = "agentic" if agentic else ("multihop" if outputs.get("multihop", {}).get("queries") else "normal")
-        return InvokeResult(text=reply.text, model=reply.model or self._model(config), sources=source_nodes(hits),
-                            rag_mode=rag_mode, usage=reply.usage, turn_id=trace.turn_id,
-                            conversation_id=conversation.id,
+        return InvokeResult(text=reply.text, model=reply.model or self._model(config),
+                            sources=source_nodes(hits, cited.sources), rag_mode=rag_mode, usage=reply.usage,
+                            turn_id=trace.turn_id, conversation_id=conversation.id,
                             outputs={**outputs, "guardrails": {"applied": sorted(guard.names),
                                                                "screened": guard.screened}})
 
+    def _citations(self, config: AgentConfig) -> CitationPolicy:
+        default = policy_of(self.settings)
+        return config.citations.over(default) if config.citations is not None else default
+
     async def _retrieve(self, config: AgentConfig, question: str, history: list[ChatTurn], guard: Guardrails,
-                        trace: TurnTrace, agentic: bool) -> tuple[list[Hit], str, dict]:
+                        trace: TurnTrace, agentic: bool, numbered: bool = False) -> tuple[list[Hit], str, dict]:
         """The hits and the context text (the tool policy when the model searches itself)."""
         if agentic:
             return [], POLICY, {}
@@ -199,7 +231,9 @@ class AgentRunner:
             hits = await widen(hits, config.adjacent_chunk_range, config.adjacent_chunk_merge, self._fetch(config))
         if guard.screened and trace.retrieval is not None:
             trace.retrieval.skipped = f"{guard.screened} retrieved chunk(s) left out by prompt-injection-screen"
-        return hits, "\n\n---\n\n".join(f"{h.topic.title}\n{h.topic.summary}".strip() for h in hits), outputs
+        context = "\n\n---\n\n".join(f"{f'[{n}] ' if numbered else ''}{h.topic.title}\n{h.topic.summary}".strip()
+                                    for n, h in enumerate(hits, 1))
+        return hits, context, outputs
 
     def _fetch(self, config: AgentConfig):
         """Topics by source from the agent's knowledge bases (a chunk's neighbours live in its own)."""
@@ -240,8 +274,7 @@ class AgentRunner:
 
     async def _reply(self, config: AgentConfig, prompt: list[PromptMessage], hits: list[Hit], agentic: bool,
                      on_delta: Delta | None) -> Reply:
-        knowledge_hits = [KnowledgeHit(source=h.topic.source, title=h.topic.title, summary=h.topic.summary,
-                                       score=h.score, facts=tuple(h.topic.facts)) for h in hits]
+        knowledge_hits = _knowledge_hits(hits)
         if self.llm is None:
             return await OfflineResponder(self.settings).reply(
                 ReplyRequest(prompt=prompt, hits=knowledge_hits, on_delta=on_delta))

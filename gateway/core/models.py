@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -96,6 +96,23 @@ class Conversation(BaseModel):
         return self.ended_at is None
 
 
+# How replies cite the knowledge they used (SWITCHBOARD_CITATIONS_FORMAT, or an agent's ``citations``).
+CitationFormat = Literal["structured", "inline", "footnote", "none"]
+
+
+class SourceRef(BaseModel):
+    """A knowledge-base topic an agent reply was given, numbered as the prompt showed it ([n])."""
+
+    model_config = ConfigDict(frozen=True)
+
+    n: int = Field(ge=1)
+    source: str
+    title: Text
+    score: float = 0.0
+    url: str | None = None  # the page or document it came from, when known
+    cited: bool = False  # the reply refers to it with [n]
+
+
 class Message(BaseModel):
     id: str = Field(default_factory=new_id)
     conversation_id: str
@@ -108,6 +125,7 @@ class Message(BaseModel):
     turn_id: str | None = None
     delivery: DeliveryStatus | None = None
     delivery_error: Text | None = None
+    sources: list[SourceRef] = Field(default_factory=list)  # agent replies: the knowledge they were given
 
 
 class StageTiming(BaseModel):
@@ -162,6 +180,15 @@ class ToolCallTrace(BaseModel):
     error: Text | None = None
 
 
+class CitationTrace(BaseModel):
+    """What the reply cited: valid ``[N]`` markers, and ones naming no source (removed when verified)."""
+
+    format: CitationFormat
+    verify: bool = True
+    cited: list[int] = Field(default_factory=list)
+    invalid: list[int] = Field(default_factory=list)
+
+
 class TurnTrace(BaseModel):
     # Filled field by field as the turn goes; every assignment is checked so the trace always stores.
     model_config = ConfigDict(validate_assignment=True)
@@ -180,6 +207,7 @@ class TurnTrace(BaseModel):
     usage: TokenUsage | None = None
     retrieval: RetrievalTrace | None = None
     tool_calls: list[ToolCallTrace] = Field(default_factory=list)  # agentic retrieval: what the model searched
+    citations: CitationTrace | None = None
     checks: dict[str, Text] = Field(default_factory=dict)  # the agent API's checks: multihop, hallucination
     sections: dict[str, dict[str, int | bool]] = Field(default_factory=dict)
     error: Text | None = None

@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from gateway.core.models import CitationFormat
 from rag_core.controls import CONTROL_FIELDS, RetrievalControls
 
 OPENAI_DEFAULT_BASE = "https://api.openai.com/v1"
@@ -209,6 +210,10 @@ class Settings(BaseSettings):
     crawl_max_page_mb: float = Field(default=5.0, gt=0)  # a larger page is reported and skipped
     outbound_timeout_s: float = Field(default=15.0, gt=0)  # one try of one outbound request
     outbound_retries: int = Field(default=2, ge=0, le=10)  # more tries after a timeout, 429 or 5xx, with backoff
+    # Citations: structured (sources in the payload only), inline ([N] context and instruction), footnote
+    # (the same, and channels append a numbered source list), none; verify removes [N] naming no source.
+    citations_format: CitationFormat = "structured"
+    citations_verify: bool = True
 
     def retrieval_controls(self) -> RetrievalControls:
         """The controls these settings give (validated: a bad value raises, naming the field)."""

@@ -36,7 +36,8 @@ log = logging.getLogger(__name__)
 admin = APIRouter(route_class=AdminRoute)
 callers = APIRouter(route_class=JSONBodyRoute)
 OVERRIDES = ("hybridSearch", "limit", "rerankerTopN", "adjacentChunkRange", "adjacentChunkMerge",
-             "enableHallucinationCheck", "enableMultihopQueryRefinement", "knowledgeBases", "labels", "retrievalMode")
+             "enableHallucinationCheck", "enableMultihopQueryRefinement", "knowledgeBases", "labels", "retrievalMode",
+             "citations")
 
 
 def _agent_json(version: AgentVersion) -> dict:
@@ -147,7 +148,8 @@ async def describe(agent_id: str, version_id: str, request: Request) -> dict:
 
 
 def response_json(result: InvokeResult, *, completed: bool = False) -> dict:
-    custom = {"sourceNodes": [{"docId": s.doc_id, "chunkId": s.chunk_id, "score": s.score, "text": s.text}
+    custom = {"sourceNodes": [{"docId": s.doc_id, "chunkId": s.chunk_id, "score": s.score, "text": s.text,
+                               "n": s.n, "title": s.title, "url": s.url, "cited": s.cited}
                               for s in result.sources], "ragMode": result.rag_mode, **result.outputs}
     base = {"object": "response.completed" if completed else "response", "createdAt": result.created_at,
             "model": result.model}

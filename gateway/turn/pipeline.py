@@ -31,11 +31,13 @@ from gateway.core.models import (
     Message,
     Persona,
     Role,
+    SourceRef,
     StageTiming,
     TurnTrace,
     utcnow,
 )
 from gateway.core.settings import Settings
+from gateway.turn.citations import CitationPolicy, cite, deliverable, with_instruction
 from gateway.turn.ports import (
     AssembledPrompt,
     Capabilities,
@@ -71,9 +73,11 @@ class Turn:
     rag_mode: RagMode = "inline"
     agentic: bool = False  # the model searches with a tool (set by the RAG preparer); nothing was injected
     kbs: list[str] = field(default_factory=list)  # the knowledge bases it may search (empty: the default)
+    citations: CitationPolicy | None = None  # set by the citations preparer; None: the reply is not checked
+    sources: list[SourceRef] = field(default_factory=list)  # what the reply may cite, numbered as the prompt shows
 
     # What ``run`` works out again from the store when it starts; everything else is saved.
-    RECOMPUTED = frozenset({"memory", "recent", "rag", "hits", "agentic", "kbs"})
+    RECOMPUTED = frozenset({"memory", "recent", "rag", "hits", "agentic", "kbs", "citations", "sources"})
 
     def snapshot(self) -> str:
         """The accepted turn as JSON, to run it in another process (after a crash)."""
@@ -233,6 +237,7 @@ class TurnPipeline:
                 clock.lap("prompt")
                 reply = await self._reply(turn, prompt.messages, sink, deadline)
                 clock.lap("llm")
+                reply = self._cite(turn, reply)
                 reply, wants_person = self._model_handoff(turn, reply)
             holder = turn.trace.turn_id
             if self.handoffs is not None and not await self.handoffs.gate_for_bot(turn.conversation.id, holder):
@@ -275,12 +280,21 @@ class TurnPipeline:
                 text=reply.text,
                 turn_id=turn.trace.turn_id,
                 delivery=DeliveryStatus.PENDING,
+                sources=turn.sources,
             )
         await self.store.add_message(agent_message)
-        delivery = await self._deliver(sink, reply.text)
+        capabilities = self.capabilities.get(turn.inbound.channel)
+        style = capabilities.citations if capabilities is not None else "structured"
+        delivery = await self._deliver(sink, deliverable(reply.text, turn.sources, style, turn.citations))
         agent_message.delivery = DeliveryStatus.DELIVERED if delivery.delivered else DeliveryStatus.FAILED
         agent_message.delivery_error = delivery.error
         return agent_message, delivery
+
+    @staticmethod
+    def _cite(turn: Turn, reply: Reply) -> Reply:
+        cited = cite(turn.citations, turn.sources, reply.text)
+        turn.sources, turn.trace.citations, reply.text = cited.sources, cited.trace, cited.text
+        return reply
 
     async def _handed_off(self, turn: Turn) -> str | None:
         """Why the bot must not answer this conversation now, or None."""
@@ -345,7 +359,7 @@ class TurnPipeline:
             await self._prepare(preparer, turn, context_deadline)
         if clock is not None:
             clock.lap("context")
-        return await self.prompts.build(
+        assembled = await self.prompts.build(
             PromptInputs(
                 persona_id=turn.persona.id,
                 channel=turn.inbound.channel,
@@ -353,6 +367,9 @@ class TurnPipeline:
                 rag=turn.rag,
             )
         )
+        if turn.citations is not None and turn.citations.numbered and turn.sources:
+            assembled.messages = with_instruction(assembled.messages)
+        return assembled
 
     async def preview(self, persona: Persona, text: str, channel: str = "preview"):
         """The prompt a turn would send for ``text`` now (the same path as ``run``); nothing is stored."""

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
 from gateway.core.models import Message, PromptMessage
+from gateway.turn.citations import CitationStyle
 
 __all__ = ["AssembledPrompt", "Capabilities", "DeliveryReport", "Markup", "RagMode", "PromptAssembler", "PromptInputs",
            "ReplySink"]
@@ -30,6 +31,7 @@ class Capabilities:
     voice: bool = False
     rag_mode: RagMode = "inline"
     handoff: bool = True  # a person can take its conversations over from the console (not a live call)
+    citations: CitationStyle = "footnote"  # how it shows a reply's sources (gateway.turn.citations)
 
 
 @dataclass(frozen=True)

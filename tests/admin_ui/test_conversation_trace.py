@@ -30,3 +30,24 @@ def test_an_agentic_turn_shows_its_tool_calls(settings, fake_openai):
     assert "Tool calls (the model searched)" in page and "selected by the model&#39;s tool calls" in page
     assert "query_knowledge" in page and "winter storage" in page
     assert re.search(r'<table aria-label="Stages">.*?<td>llm</td>', page, re.S)
+
+
+def test_a_cited_reply_shows_its_sources_and_the_citation_check(settings, fake_openai):
+    configured = settings.model_copy(update={"admin_password": SecretStr(PASSWORD), "admin_user": "root",
+                                             "citations_format": "inline", "retrieval_strategy": "hybrid"})
+    topic = {"source": "winter", "title": "Winter storage", "summary": "We store bikes over winter for 40 euros."}
+    fake_openai.script_reply("We store bikes over winter [1] [6].")
+    with LiveServer(create_app(configured)) as server, httpx.Client(base_url=server.url, timeout=30) as client:
+        assert client.post("/api/kb/topics", json=topic, headers={"Authorization": "Bearer admin-secret"}
+                           ).status_code == 201
+        session = client.post("/api/chat/sessions").json()
+        client.post(f"/api/chat/sessions/{session['session_id']}/messages", json={"text": "winter storage?"},
+                    headers={"Authorization": f"Bearer {session['token']}"})
+        sign_in(client)
+        listing = client.get("/admin/conversations").text
+        conversation_id = re.search(r'/admin/conversations/([0-9a-f]{32})"', listing).group(1)
+        page = client.get(f"/admin/conversations/{conversation_id}").text
+    assert "We store bikes over winter [1]." in page
+    sources = re.search(r'<ol aria-label="Sources">(.*?)</ol>', page, re.S).group(1)
+    assert re.search(r'<li class="cited">\[1\] Winter storage <span class="muted">· winter · [0-9.]+ · cited', sources)
+    assert "Citations (inline, verified): cited 1" in page and "invalid, removed: 6" in page
