@@ -87,6 +87,7 @@ class Settings(BaseSettings):
     reranker_base_url: str | None = None  # http: POST {base}/rerank (Cohere, Jina, TEI, vLLM, Infinity)
     reranker_api_key: SecretStr | None = None
     reranker_timeout_s: float = Field(default=5.0, gt=0)
+    query_embedding_cache: int = Field(default=4096, ge=0)  # query vectors remembered per process (0: off)
     semantic_cache_ttl_s: int = Field(default=3600, ge=1)
     semantic_cache_max_entries: int = Field(default=10_000, ge=1)
 

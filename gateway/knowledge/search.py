@@ -53,7 +53,9 @@ def dense_encoder(settings: Settings) -> DenseEncoder | None:
         base_url=settings.llm_base_url,
         api_key=settings.llm_api_key.get_secret_value() if settings.llm_api_key else None,
     )
-    return QueryVectorCache(encoder) if encoder is not None else None
+    if encoder is None or not settings.query_embedding_cache:
+        return encoder
+    return QueryVectorCache(encoder, size=settings.query_embedding_cache)
 
 
 @dataclass(frozen=True)
