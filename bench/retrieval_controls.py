@@ -5,8 +5,8 @@ cache (hit cost, and what a cache shared by different users' paraphrases does to
     python bench/retrieval_controls.py [--limit N] [--datasets DIR]
 
 Each row runs every dev query once, one at a time, with ``k=10`` and the semantic cache off (except the
-cache rows); the gateway runs with ``SWITCHBOARD_QUERY_EMBEDDING_CACHE=0`` so every row embeds its queries
-(a repeated query is otherwise embedded once per process). ``p50/p95`` are the server's own
+cache rows); the gateway runs with ``SWITCHBOARD_QUERY_EMBEDDING_CACHE=8`` so every search embeds its query
+(by default a repeated query is embedded once per process). ``p50/p95`` are the server's own
 ``timings_ms.total`` (embedding included); ``http p50`` is the round trip. Rows that need a language model
 (query_reformulation, LLM multi-query) or a trained cross-encoder (reranker) are not measured here: neither
 exists offline on this machine. The cache-hit cost with the query's embedding remembered is measured by
@@ -105,8 +105,9 @@ def run(args: argparse.Namespace) -> None:
                "SWITCHBOARD_AGENT_ID": "benchctl" + uuid.uuid4().hex[:6], "SWITCHBOARD_ADMIN_TOKEN": "bench-admin",
                "SWITCHBOARD_LOG_LEVEL": "WARNING", "SWITCHBOARD_DATA_DIR": tempfile.mkdtemp(prefix="sb-bench-ctl-"),
                "SWITCHBOARD_EMBEDDING_MODEL_PATH": str(MODEL), "SWITCHBOARD_RAG_TOP_K": "10",
-               # every row embeds its queries (no process cache of query vectors): rows compare fairly
-               "SWITCHBOARD_QUERY_EMBEDDING_CACHE": "0"}
+               # each search embeds its query (a cache of 8 vectors serves only the search's own second
+               # look-up: the semantic cache's key, MMR), so every row pays for its embedding
+               "SWITCHBOARD_QUERY_EMBEDDING_CACHE": "8"}
         proc, base = gateway(env)
         try:
             with httpx.Client(base_url=base, headers=ADMIN, timeout=300) as api:
