@@ -22,3 +22,15 @@ def wait_http(url: str, timeout_s: float = 120) -> None:
         except OSError:
             time.sleep(0.1)
     raise RuntimeError(f"{url} did not come up within {timeout_s:.0f} s")
+
+
+def wait_port(port: int, timeout_s: float = 60) -> None:
+    """Until something accepts connections on 127.0.0.1:port (a server without a health route)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"nothing answered on port {port} within {timeout_s:.0f} s")

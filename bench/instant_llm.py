@@ -25,6 +25,11 @@ STREAM = "".join(CHUNK % json.dumps(part) for part in ("Sure", ", ", "done", "."
     '"usage":{"prompt_tokens":20,"completion_tokens":3,"total_tokens":23}}\n\ndata: [DONE]\n\n')
 
 
+# A structured (JSON-schema) request — the search LLM picking articles — gets a valid answer choosing none.
+SELECTION = json.dumps({**json.loads(BODY), "choices": [{"index": 0, "finish_reason": "stop", "message": {
+    "role": "assistant", "content": json.dumps({"search_result": {f"article_id_{i}": "none" for i in (1, 2, 3)}})}}]})
+
+
 def make_app(delay_s: float = 0.0) -> web.Application:
     async def chat(request: web.Request) -> web.Response:
         body = await request.read()
@@ -32,6 +37,8 @@ def make_app(delay_s: float = 0.0) -> web.Application:
             await asyncio.sleep(delay_s)
         if b'"stream":true' in body.replace(b" ", b""):  # the streamed form, for streaming callers
             return web.Response(text=STREAM, content_type="text/event-stream")
+        if b'"response_format"' in body:
+            return web.Response(text=SELECTION, content_type="application/json")
         return web.Response(text=BODY, content_type="application/json")
 
     app = web.Application()

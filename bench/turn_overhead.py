@@ -4,20 +4,28 @@
     the scheduled send time, so queueing counts);
 (b) throughput: closed loop, 50 concurrent conversations, turns/s and the ratio to the floor.
 
+Two gateways are measured against the same floor in one run:
+- ``retrieval`` (what users run, the shipped defaults): embeddings on (all-MiniLM-L6-v2), the 651 OR-ShARC
+  topics loaded, the default strategy for a configured LLM (hybrid_llm: the instant LLM answers the search
+  prompt with a valid "none" selection), semantic cache on; messages are OR-ShARC dev questions;
+- ``no-retrieval``: ``SWITCHBOARD_EMBEDDINGS=none`` and an empty knowledge base (the old mode).
+
 The floor (bench/turn_floor.py) is a bare ASGI endpoint doing the same Redis reads/writes and the
-same LLM call. Everything runs on this machine: Redis on 127.0.0.1:6379 (or BENCH_REDIS_URL).
-Run: .venv/bin/python bench/turn_overhead.py [--duration 15]
+same LLM call, and no retrieval. Everything runs on this machine: Redis on 127.0.0.1:6379 (or BENCH_REDIS_URL).
+Run: .venv/bin/python bench/turn_overhead.py [--duration 15] [--retrieval | --no-retrieval]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -25,10 +33,14 @@ import aiohttp
 import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.harness import free_port, wait_http  # noqa: E402
+from bench.harness import free_port, wait_http, wait_port  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
+DATASETS = ROOT.parent / "shared" / "datasets"
+MODEL = ROOT.parent / "shared" / "models" / "all-MiniLM-L6-v2"
+QUESTIONS = [json.loads(line)["query"] for line in
+             (DATASETS / "orsharc" / "queries.dev.jsonl").read_text().splitlines() if line]
 
 
 
@@ -55,7 +67,7 @@ async def open_loop(post, targets: list[str], rate: float, duration_s: float) ->
         nonlocal errors
         scheduled = t0 + i / rate
         await asyncio.sleep(max(0.0, scheduled - time.perf_counter()))
-        ok = await post(targets[i % len(targets)], f"turn {i}")
+        ok = await post(targets[i % len(targets)], QUESTIONS[i % len(QUESTIONS)])
         if ok:
             latencies.append((time.perf_counter() - scheduled) * 1000)
         else:
@@ -74,7 +86,7 @@ async def closed_loop(post, targets: list[str], duration_s: float) -> tuple[floa
         nonlocal done, errors
         i = 0
         while time.perf_counter() < stop_at:
-            if await post(target, f"closed {i}"):
+            if await post(target, QUESTIONS[(i * 7 + len(target)) % len(QUESTIONS)]):
                 done += 1
             else:
                 errors += 1
@@ -114,31 +126,75 @@ async def measure(base: str, gateway: bool, duration_s: float) -> dict:
             "tput": tput, "tput_errors": tput_err}
 
 
+def gateway_env(mode: str, agent: str, redis_url: str, llm_url: str) -> dict[str, str]:
+    env = {"SWITCHBOARD_REDIS_URL": redis_url, "SWITCHBOARD_AGENT_ID": agent, "SWITCHBOARD_LLM_BASE_URL": llm_url,
+           "SWITCHBOARD_LLM_API_KEY": "bench", "SWITCHBOARD_LOG_LEVEL": "WARNING",
+           "SWITCHBOARD_DATA_DIR": f"/tmp/{agent}", "SWITCHBOARD_ADMIN_TOKEN": "bench-admin"}
+    if mode == "no-retrieval":
+        return {**env, "SWITCHBOARD_EMBEDDINGS": "none", "SWITCHBOARD_QDRANT_URL": ":memory:"}
+    return {**env, "SWITCHBOARD_EMBEDDING_MODEL_PATH": str(MODEL)}  # shipped defaults otherwise
+
+
+def run_gateway(mode: str, redis_url: str, llm_url: str, duration: float) -> dict:
+    agent = "bench" + uuid.uuid4().hex[:8]
+    port = free_port()
+    proc = start([PY, "-m", "gateway", "serve", "--port", str(port)], gateway_env(mode, agent, redis_url, llm_url))
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(f"{base}/readyz", timeout_s=180)
+        admin = {"Authorization": "Bearer bench-admin"}
+        if mode == "retrieval":
+            topics = (DATASETS / "orsharc" / "topics.jsonl").read_bytes()
+            with urllib.request.urlopen(urllib.request.Request(
+                    f"{base}/api/kb/import?format=jsonl", data=topics, headers=admin, method="POST"), timeout=600):
+                pass
+        time.sleep(1.0)
+        result = asyncio.run(measure(base, True, duration))
+        with urllib.request.urlopen(urllib.request.Request(f"{base}/api/kb/cache", headers=admin), timeout=30) as r:
+            result["cache"] = json.loads(r.read())
+        return result
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        clean(redis_url, agent)
+
+
+def clean(redis_url: str, agent: str) -> None:
+    r = redis.Redis.from_url(redis_url)
+    for pattern in (f"sb:{agent}:*", "sb:floor:*", f"rq:*sb:{agent}:*"):
+        keys = list(r.scan_iter(match=pattern, count=1000))
+        for i in range(0, len(keys), 500):
+            r.delete(*keys[i:i + 500])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--duration", type=float, default=15.0, help="seconds per phase")
+    only = ap.add_mutually_exclusive_group()
+    only.add_argument("--retrieval", action="store_const", const=["retrieval"], dest="modes",
+                      help="only the shipped defaults (dense + BM25, 651 topics)")
+    only.add_argument("--no-retrieval", action="store_const", const=["no-retrieval"], dest="modes",
+                      help="only embeddings off and an empty knowledge base")
     args = ap.parse_args()
+    modes = args.modes or ["retrieval", "no-retrieval"]
     redis_url = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
-    agent = "bench" + uuid.uuid4().hex[:8]
-    llm_port, gw_port, floor_port = free_port(), free_port(), free_port()
+    llm_port, floor_port = free_port(), free_port()
     llm_url = f"http://127.0.0.1:{llm_port}/v1"
     procs = [start([PY, "bench/instant_llm.py", str(llm_port)], {})]
+    results: dict[str, dict] = {}
     try:
-        procs.append(start(
-            [PY, "-m", "gateway", "serve", "--port", str(gw_port)],
-            {"SWITCHBOARD_REDIS_URL": redis_url, "SWITCHBOARD_AGENT_ID": agent, "SWITCHBOARD_LLM_BASE_URL": llm_url,
-             "SWITCHBOARD_LLM_API_KEY": "bench", "SWITCHBOARD_EMBEDDINGS": "none", "SWITCHBOARD_QDRANT_URL": ":memory:",
-             "SWITCHBOARD_LOG_LEVEL": "WARNING", "SWITCHBOARD_DATA_DIR": f"/tmp/{agent}"},
-        ))
         procs.append(start(
             [PY, "-m", "uvicorn", "bench.turn_floor:app", "--port", str(floor_port), "--log-level", "warning",
              "--no-access-log"],
             {"FLOOR_REDIS_URL": redis_url, "FLOOR_LLM_URL": llm_url},
         ))
-        wait_http(f"http://127.0.0.1:{gw_port}/healthz")
-        time.sleep(1.0)
-        floor = asyncio.run(measure(f"http://127.0.0.1:{floor_port}", False, args.duration))
-        gw = asyncio.run(measure(f"http://127.0.0.1:{gw_port}", True, args.duration))
+        wait_port(floor_port)
+        results["floor"] = asyncio.run(measure(f"http://127.0.0.1:{floor_port}", False, args.duration))
+        for mode in modes:
+            results[mode] = run_gateway(mode, redis_url, llm_url, args.duration)
     finally:
         for p in procs:
             p.terminate()
@@ -147,19 +203,20 @@ def main() -> int:
                 p.wait(10)
             except subprocess.TimeoutExpired:
                 p.kill()
-        r = redis.Redis.from_url(redis_url)
-        for pattern in (f"sb:{agent}:*", "sb:floor:*", f"rq:*sb:{agent}:*"):
-            keys = list(r.scan_iter(match=pattern, count=1000))
-            for i in range(0, len(keys), 500):
-                r.delete(*keys[i:i + 500])
+        clean(redis_url, "floor")
 
     print(f"turn overhead — instant fake LLM, Redis {redis_url}, {args.duration:.0f}s per phase")
-    print(f"{'':10} {'p50 ms @20/s':>13} {'p99 ms @20/s':>13} {'turns/s @50':>12} {'errors':>7}")
-    for name, m in (("floor", floor), ("gateway", gw)):
-        print(f"{name:10} {m['p50']:13.1f} {m['p99']:13.1f} {m['tput']:12.1f} {m['lat_errors'] + m['tput_errors']:7d}")
-    ratio = gw["tput"] / floor["tput"] if floor["tput"] else float("nan")
-    print(f"throughput ratio gateway/floor: {ratio:.2f}  (target >= 0.50)")
-    print(f"gateway p99 at 20 turns/s: {gw['p99']:.1f} ms  (target <= 50 ms)")
+    print(f"{'':13} {'p50 ms @20/s':>13} {'p99 ms @20/s':>13} {'turns/s @50':>12} {'ratio':>6} {'errors':>7}")
+    floor = results["floor"]
+    for name, m in results.items():
+        ratio = m["tput"] / floor["tput"] if floor["tput"] else float("nan")
+        print(f"{name:13} {m['p50']:13.1f} {m['p99']:13.1f} {m['tput']:12.1f} {ratio:6.2f} "
+              f"{m['lat_errors'] + m['tput_errors']:7d}")
+    for mode in modes:
+        cache = results[mode].get("cache", {})
+        if cache.get("enabled"):
+            print(f"{mode}: semantic cache {cache['hit']} hits / {cache['miss']} misses during the run")
+    print("targets: retrieval ratio >= 0.6 and p99 <= 25 ms at 20/s; no-retrieval ratio >= 0.7")
     return 0
 
 

@@ -57,6 +57,11 @@ class FastEmbedEncoder:
     def signature(self) -> str:
         return f"fastembed:{self._model_name}:{self._dimension}"
 
+    def model_file(self) -> tuple[Path, str]:
+        """The folder the ONNX model was loaded from and the model file's path in it."""
+        inner = self._model.model
+        return Path(inner._model_dir), inner.model_description.model_file
+
     async def dimension(self) -> int:
         return self._dimension
 
@@ -112,6 +117,28 @@ class OpenAIEncoder:
 
     async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
         return await self.embed_documents(texts)
+
+
+class SplitEncoder:
+    """Documents embedded by one encoder, queries by another of the same space (an int8 copy of the same
+    model): the stored vectors, and so the signature, stay the documents' encoder's."""
+
+    def __init__(self, documents: DenseEncoder, queries: DenseEncoder) -> None:
+        self.documents = documents
+        self.queries = queries
+
+    @property
+    def signature(self) -> str:
+        return self.documents.signature
+
+    async def dimension(self) -> int:
+        return await self.documents.dimension()
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        return await self.documents.embed_documents(texts)
+
+    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        return await self.queries.embed_queries(texts)
 
 
 class QueryVectorCache:

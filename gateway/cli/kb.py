@@ -148,7 +148,7 @@ def register_kb(sub: argparse._SubParsersAction) -> None:
 
 
 def _eval(args: argparse.Namespace, settings: Settings) -> int:
-    from gateway.knowledge.search import dense_encoder
+    from gateway.knowledge.embedding import dense_encoder
     from rag_core.evaluation import evaluate, format_report
 
     encoder = dense_encoder(settings)

@@ -23,13 +23,13 @@ from gateway.core.metrics import Metrics
 from gateway.core.settings import Settings
 from gateway.knowledge.bases import KnowledgeBases
 from gateway.knowledge.documents import Documents
+from gateway.knowledge.embedding import dense_encoder
 from gateway.knowledge.originals import Originals
 from gateway.knowledge.semantic_cache import SemanticCache, topic_digest
 from rag_core.chunking import ChunkingOptions
 from rag_core.controlled import ControlledSearch, Reranker
 from rag_core.controls import RetrievalControls
 from rag_core.document_ingestion import DocumentIngestor, LockFactory
-from rag_core.encoders import DenseEncoder, QueryVectorCache, build_dense_encoder
 from rag_core.errors import SwitchboardError
 from rag_core.generation import StructuredGenerator
 from rag_core.knowledge_base import MAIN_KB, KnowledgeBase, open_qdrant
@@ -41,21 +41,6 @@ from rag_core.strategies import LLM_STRATEGIES, STRATEGIES, build_strategies
 log = logging.getLogger(__name__)
 
 MAX_QUERY_CHARS = 4000
-
-
-def dense_encoder(settings: Settings) -> DenseEncoder | None:
-    """The configured embedding model, or None (sparse-only) when it is off or cannot load; query vectors
-    are remembered by text (``QueryVectorCache``)."""
-    encoder = build_dense_encoder(
-        settings.embeddings,
-        model=settings.embedding_model if settings.embeddings == "fastembed" else None,
-        model_path=settings.embedding_model_path,
-        base_url=settings.llm_base_url,
-        api_key=settings.llm_api_key.get_secret_value() if settings.llm_api_key else None,
-    )
-    if encoder is None or not settings.query_embedding_cache:
-        return encoder
-    return QueryVectorCache(encoder, size=settings.query_embedding_cache)
 
 
 @dataclass(frozen=True)
