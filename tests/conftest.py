@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -107,8 +108,12 @@ def rerank_server() -> Iterator[FakeRerankServer]:
         yield fake
 
 
+MODEL_CACHE = Path(tempfile.gettempdir()) / "switchboard-test-models"
+
+
 def make_settings(**overrides) -> Settings:
-    base = {"_env_file": None, "embeddings": "none", "qdrant_url": ":memory:", "llm_max_retries": 0}
+    base = {"_env_file": None, "embeddings": "none", "qdrant_url": ":memory:", "llm_max_retries": 0,
+            "model_cache_dir": MODEL_CACHE}  # the int8 query model is made once per machine, not per test
     base.update(overrides)
     return Settings(**base)
 

@@ -43,7 +43,8 @@ def _with_query_model(encoder: FastEmbedEncoder, settings: Settings) -> DenseEnc
         return encoder
     model_dir, model_file = encoder.model_file()
     try:
-        folder = int8_copy(model_dir, model_file, settings.data_dir / "models") if quantize else model_dir
+        cache = settings.model_cache_dir or settings.data_dir / "models"
+        folder = int8_copy(model_dir, model_file, cache) if quantize else model_dir
         queries = FastEmbedEncoder(settings.embedding_model, model_path=folder,
                                    threads=settings.query_embedding_threads)
     except Exception as exc:  # noqa: BLE001 - any failure: queries go through the fp32 model
