@@ -33,3 +33,23 @@ def test_the_default_channels_agent_is_inline(gateway, settings):
         listed = {a["id"]: a for a in api.get("/v1/agents", headers=ADMIN).json()["agents"]}
     assert settings.retrieval_mode == "inline" and listed[settings.agent_id]["config"]["retrievalMode"] == "inline"
     assert listed[settings.agent_id]["config"]["limit"] == settings.rag_top_k
+
+
+def test_retrieval_controls_of_the_channels_agent_apply_to_channel_turns(gateway, fake_openai, settings):
+    with httpx.Client(base_url=gateway.url, timeout=20) as api:
+        api.post("/api/kb/topics", headers=ADMIN, json={
+            "source": "rent", "title": "E-bike rental prices", "summary": "E-bikes cost 35 euros per day."})
+        bad = api.patch(f"/v1/agents/{settings.agent_id}", headers=ADMIN,
+                        json={"config": {"retrievalControls": {"relevance_threshold": 2}}})
+        assert bad.status_code in (400, 422) and "relevance_threshold" in bad.text
+        assert api.patch(f"/v1/agents/{settings.agent_id}", headers=ADMIN, json={
+            "config": {"retrievalControls": {"relevance_threshold": 0.99}}}).status_code == 200
+        session = api.post("/api/chat/sessions").json()
+        fake_openai.script_json({"search_result": {"article_id_1": "rent", "article_id_2": "none",
+                                                   "article_id_3": "none"}})
+        fake_openai.script_reply("I don't know that.")
+        reply = api.post(f"/api/chat/sessions/{session['session_id']}/messages", json={"text": "How much is an e-bike?"},
+                         headers={"Authorization": f"Bearer {session['token']}"})
+        assert reply.status_code == 200 and reply.json()["sources"] == []
+        system = fake_openai.chat_requests()[-1]["body"]["messages"][0]["content"]
+        assert "No additional information" in system and "35 euros" not in system
