@@ -48,7 +48,8 @@ def test_retrieval_controls_of_the_channels_agent_apply_to_channel_turns(gateway
         fake_openai.script_json({"search_result": {"article_id_1": "rent", "article_id_2": "none",
                                                    "article_id_3": "none"}})
         fake_openai.script_reply("I don't know that.")
-        reply = api.post(f"/api/chat/sessions/{session['session_id']}/messages", json={"text": "How much is an e-bike?"},
+        reply = api.post(f"/api/chat/sessions/{session['session_id']}/messages",
+                         json={"text": "How much is an e-bike?"},
                          headers={"Authorization": f"Bearer {session['token']}"})
         assert reply.status_code == 200 and reply.json()["sources"] == []
         system = fake_openai.chat_requests()[-1]["body"]["messages"][0]["content"]
