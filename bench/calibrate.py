@@ -3,8 +3,9 @@ leg's raw score of a result in the top 10 to the chance it is a gold topic, on b
 
     python bench/calibrate.py [--datasets DIR] [--model-path DIR]
 
-Prints the coefficients to paste into ``rag_core/calibration.py`` and each curve's reliability
-(mean predicted vs observed rate per predicted-score bucket) so a reader can check the fit.
+Queries are embedded as the gateway ships (int8 copy, fp32 documents). Prints the coefficients to paste
+into ``rag_core/calibration.py`` and each curve's reliability (mean predicted vs observed rate per
+predicted-score bucket) so a reader can check the fit.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -20,8 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from rag_core.calibration import FEATURES  # noqa: E402
-from rag_core.encoders import build_dense_encoder  # noqa: E402
+from rag_core.encoders import FastEmbedEncoder, SplitEncoder, build_dense_encoder  # noqa: E402
 from rag_core.evaluation import index_topics, load_queries  # noqa: E402
+from rag_core.quantize import int8_copy  # noqa: E402
 from rag_core.retrieval import ChatTurn, SearchRequest, StrategyContext  # noqa: E402
 from rag_core.strategies import build_strategy  # noqa: E402
 
@@ -43,8 +46,17 @@ def fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return float(a), float(b)
 
 
-async def main(datasets: Path, model_path: Path | None) -> None:
+def shipped_encoder(model_path: Path | None):
+    """As the gateway embeds by default: documents fp32, queries through the int8 copy on one thread."""
     encoder = build_dense_encoder("fastembed", model_path=model_path)
+    if not isinstance(encoder, FastEmbedEncoder):
+        return encoder
+    folder = int8_copy(*encoder.model_file(), Path(tempfile.gettempdir()) / "switchboard-bench-models")
+    return SplitEncoder(encoder, FastEmbedEncoder(model_path=folder, threads=1))
+
+
+async def main(datasets: Path, model_path: Path | None) -> None:
+    encoder = shipped_encoder(model_path)
     samples: dict[str, tuple[list[float], list[float]]] = {leg: ([], []) for leg in LEG_OF.values()}
     for name in ("orsharc", "stackfaq"):
         kb = await index_topics(datasets / name / "topics.jsonl", encoder)
