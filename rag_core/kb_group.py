@@ -47,6 +47,9 @@ class KnowledgeBaseGroup:
         found = await asyncio.gather(*(kb.search_dense(vector, k) for kb in self.members))
         return self._best(found, k)
 
+    async def pool_is_empty(self) -> bool:
+        return all(await asyncio.gather(*(kb.pool_is_empty() for kb in self.members)))
+
     async def rag_pool(self, limit: int = 300) -> list[Topic]:
         pools = await asyncio.gather(*(kb.rag_pool(limit) for kb in self.members))
         merged = {t.source: t for pool in pools for t in pool}

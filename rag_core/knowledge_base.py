@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 
 MAIN_KB = "main"
 DENSE_VECTOR = "dense"
+POOL_COUNT_TTL_S = 5.0  # another process's first topic is seen within this long (server mode)
 SPARSE_VECTOR = "bm25"
 _T = TypeVar("_T")
 
@@ -95,6 +97,7 @@ class KnowledgeBase:
         self._ready = False
         self._version = 0
         self._snapshot: tuple[int, PoolIndex] | None = None
+        self._pool_count: tuple[int, float, int] | None = None  # (version, when, count) against a server
 
     @property
     def dense_enabled(self) -> bool:
@@ -382,6 +385,19 @@ class KnowledgeBase:
         await self.ensure_collection()
         result = await self._run(self._client.count, self.collection_name, count_filter=_label_filter(label))
         return result.count
+
+    async def pool_is_empty(self) -> bool:
+        """No topic to retrieve from (a turn can skip embedding its query). Local mode reads its snapshot;
+        against a server a count, remembered for ``POOL_COUNT_TTL_S`` or until this process writes."""
+        await self.ensure_collection()
+        index = await self._pool_index()
+        if index is not None:
+            return not index.topics
+        now = time.monotonic()
+        if self._pool_count is None or self._pool_count[0] != self._version or now - self._pool_count[1] > (
+                POOL_COUNT_TTL_S):
+            self._pool_count = (self._version, now, await self.count(label=RAG_CONTEXT_LABEL))
+        return self._pool_count[2] == 0
 
     async def rag_pool(self, limit: int = 300) -> list[Topic]:
         """The ``rag_context`` topics, newest ``updated_at`` first, at most ``limit``."""

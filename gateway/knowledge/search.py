@@ -213,6 +213,9 @@ class Knowledge:
         request = SearchRequest(
             query=query, history=list(history), k=k or self.settings.rag_top_k, conversation_meta=conversation_meta
         )
+        if await self.bases.group(list(names)).pool_is_empty():  # nothing to find: no embedding, no search
+            empty = SearchResult(strategy=name, hits=[], notes=["the knowledge base has no topics: retrieval skipped"])
+            return _finished(empty, t0, "off")
         lookup = await self._cache_lookup(name, names, request, effective) if effective.semantic_cache else None
         if lookup is not None and lookup.hit is not None:
             return _finished(lookup.hit, t0, "hit")

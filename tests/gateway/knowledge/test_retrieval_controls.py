@@ -113,3 +113,15 @@ async def test_a_cache_whose_redis_is_down_is_skipped_and_counted(settings):
     knowledge.close()
     await dead.aclose()
 
+
+
+async def test_an_empty_knowledge_base_skips_retrieval_without_embedding(settings):
+    knowledge = Knowledge(dense(settings, query_embedding_cache=0), None)
+    batching = knowledge.bases.main._dense  # BatchingQueries: it counts the embedding calls it made
+    result = await knowledge.search("How much is an e-bike?", strategy="hybrid")
+    assert result.hits == [] and result.notes == ["the knowledge base has no topics: retrieval skipped"]
+    assert batching.calls == 0
+    await knowledge.kb.upsert_many(TOPICS)
+    assert (await knowledge.search("How much is an e-bike?", strategy="hybrid")).hits[0].topic.source == "rent"
+    assert batching.calls == 1  # with topics it embeds the query
+    knowledge.close()
