@@ -60,5 +60,10 @@ class KnowledgeBaseGroup:
         by_source = {t.source: t for group in found for t in group}
         return [by_source[s] for s in dict.fromkeys(sources) if s in by_source]
 
+    async def current(self, sources: Sequence[str]) -> list[Topic]:
+        found = await asyncio.gather(*(kb.current(sources) for kb in self.members))
+        by_source = {t.source: t for group in found for t in group}
+        return [by_source[s] for s in dict.fromkeys(sources) if s in by_source]
+
     async def count(self, label: str | None = None) -> int:
         return sum(await asyncio.gather(*(kb.count(label) for kb in self.members)))

@@ -365,6 +365,17 @@ class KnowledgeBase:
         by_source = await self._existing_payloads(list(dict.fromkeys(sources)))
         return [_topic(by_source[s]) for s in dict.fromkeys(sources) if s in by_source]
 
+    async def current(self, sources: Sequence[str]) -> list[Topic]:
+        """Like ``get_many``, read from the local-mode snapshot when it holds them (no Qdrant call)."""
+        index = await self._pool_index()
+        if index is None:
+            return await self.get_many(sources)
+        found = {s: index.by_source[s] for s in sources if s in index.by_source}
+        missing = [s for s in sources if s not in found]
+        if missing:
+            found.update({t.source: t for t in await self.get_many(missing)})
+        return [found[s] for s in dict.fromkeys(sources) if s in found]
+
     async def list(self, limit: int = 50, offset: str | None = None, label: str | None = None) -> TopicPage:
         await self.ensure_collection()
         flt = _label_filter(label)

@@ -26,6 +26,7 @@ class PoolIndex:
         dense: Sequence[Sequence[float] | None],
     ) -> None:
         self.topics = list(topics)
+        self.by_source = {topic.source: topic for topic in self.topics}
         postings: dict[int, tuple[list[int], list[float]]] = {}
         self._sparse_docs = 0
         for row, vector in enumerate(sparse):

@@ -250,7 +250,7 @@ class Knowledge:
             if found is None:
                 await self._cache_count("miss")
                 return _Lookup(key=key)
-            current = {t.source: topic_digest(t) for t in await group.get_many(list(found.digests))}
+            current = {t.source: topic_digest(t) for t in await group.current(list(found.digests))}
             if current == found.digests:
                 await self._cache_count("hit")
                 note = f"semantic cache hit (cosine {found.similarity:.3f})"
@@ -268,7 +268,7 @@ class Knowledge:
             return
         try:
             sources = list(dict.fromkeys(h.topic.source for h in result.hits))
-            topics = await self.bases.group(list(names)).get_many(sources)
+            topics = await self.bases.group(list(names)).current(sources)
             await self.cache.store(key.scope, key.vector, result, {t.source: topic_digest(t) for t in topics})
         except RedisError as exc:
             log.warning("semantic cache could not store a result: %s", exc)
