@@ -15,9 +15,13 @@ from fastapi.responses import RedirectResponse, Response
 from admin_ui.render import page
 from admin_ui.security import PREFIX, Signed, admin_only, check_csrf, signed_in
 from gateway.core.errors import GatewayError
+from rag_core.controls import RetrievalControls
 from rag_core.errors import RagError, TopicValidationError
 from rag_core.knowledge_base import MAIN_KB, KnowledgeBase
 from rag_core.topic import Topic, parse_topic
+
+# Finding topics by their words: no threshold, caps or cache from the agent's retrieval controls.
+TOPIC_SEARCH = RetrievalControls(semantic_cache=False)
 
 router = APIRouter(prefix=f"{PREFIX}/knowledge/topics")
 PAGE_SIZE = 50
@@ -42,7 +46,8 @@ async def topics(request: Request, signed: Signed = Depends(signed_in)) -> Respo
     try:
         base = await _base(signed, kb)
         if text:  # ranked by the BM25 leg: the words a search box means
-            found = await signed.services.knowledge.search(text, strategy="bm25", k=PAGE_SIZE, kbs=[kb])
+            found = await signed.services.knowledge.search(text, strategy="bm25", k=PAGE_SIZE, kbs=[kb],
+                                                           controls=TOPIC_SEARCH)
             rows = [(hit.topic, hit.score) for hit in found.hits if not label or label in hit.topic.labels]
         else:
             listed = await base.list(limit=PAGE_SIZE, offset=cursor, label=label or None)
