@@ -40,18 +40,41 @@ def topic_digest(topic: Topic) -> str:
 
 @dataclass
 class _Mirror:
+    """The vectors of the entries this process knows, in rows ``[0, size)`` of a buffer that grows by
+    doubling (appending never copies the whole matrix per entry)."""
+
     epoch: str | None = None
     seq: float = 0.0
     ids: list[str] = field(default_factory=list)
     scopes: list[str] = field(default_factory=list)
     created: list[float] = field(default_factory=list)
-    matrix: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
+    buffer: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
+
+    @property
+    def matrix(self) -> np.ndarray:
+        return self.buffer[: len(self.ids)]
+
+    def add(self, rows: list[np.ndarray], ids: list[str], scopes: list[str], created: list[float]) -> None:
+        need = len(self.ids) + len(rows)
+        if self.buffer.shape[0] < need or self.buffer.shape[1] != rows[0].shape[0]:
+            grown = np.zeros((max(need, 2 * self.buffer.shape[0], 64), rows[0].shape[0]), dtype=np.float32)
+            if self.ids and self.buffer.shape[1] == rows[0].shape[0]:
+                grown[: len(self.ids)] = self.matrix
+            elif self.ids:  # another embedding size: the old rows cannot be compared any more
+                self.ids, self.scopes, self.created = [], [], []
+            self.buffer = grown
+        start = len(self.ids)
+        self.buffer[start: start + len(rows)] = np.vstack(rows)
+        self.ids += ids
+        self.scopes += scopes
+        self.created += created
 
     def drop(self, entry_id: str) -> None:
         if entry_id in self.ids:
             i = self.ids.index(entry_id)
+            last = len(self.ids) - 1
+            self.buffer[i: last] = self.buffer[i + 1: last + 1]
             del self.ids[i], self.scopes[i], self.created[i]
-            self.matrix = np.delete(self.matrix, i, axis=0)
 
 
 @dataclass(frozen=True)
@@ -99,11 +122,7 @@ class SemanticCache:
             created.append(entry["created"])
         mirror.seq = max(mirror.seq, max(score for _, score in added))
         if rows:
-            block = np.vstack(rows)
-            mirror.matrix = block if not mirror.ids else np.vstack([mirror.matrix, block])
-            mirror.ids += kept
-            mirror.scopes += scopes
-            mirror.created += created
+            mirror.add(rows, kept, scopes, created)
 
     async def lookup(self, scope: str, vector: Sequence[float], threshold: float) -> CachedResult | None:
         await self._sync()
@@ -113,10 +132,9 @@ class SemanticCache:
         query = np.asarray(vector, dtype=np.float32)
         query /= max(float(np.linalg.norm(query)), 1e-12)
         similarity = mirror.matrix @ query
+        close = np.flatnonzero(similarity >= threshold)  # usually none or a few: sort only those
         oldest = time.time() - self.ttl_s
-        for i in np.argsort(-similarity):
-            if similarity[i] < threshold:
-                return None
+        for i in close[np.argsort(-similarity[close])]:
             if mirror.scopes[i] != scope or mirror.created[i] < oldest:
                 continue
             entry_id = mirror.ids[i]

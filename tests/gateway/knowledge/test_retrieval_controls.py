@@ -3,6 +3,7 @@ in real turns, with the MiniLM model, real Redis and the fake LLM."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from redis.asyncio import Redis
 
@@ -10,6 +11,7 @@ from gateway.core.metrics import Metrics
 from gateway.knowledge.search import Knowledge
 from gateway.knowledge.semantic_cache import SemanticCache
 from gateway.services import Services
+from rag_core.retrieval import SearchResult
 from rag_core.topic import Topic
 from tests.gateway.knowledge.test_rag_turns import TOPICS, inbound, selection
 from tests.rag_core.conftest import MODEL_PATH
@@ -125,3 +127,20 @@ async def test_an_empty_knowledge_base_skips_retrieval_without_embedding(setting
     assert (await knowledge.search("How much is an e-bike?", strategy="hybrid")).hits[0].topic.source == "rent"
     assert batching.calls == 1  # with topics it embeds the query
     knowledge.close()
+
+
+async def test_the_cache_finds_its_entry_among_many_and_forgets_a_dropped_one(redis_url, agent_id):
+    redis = Redis.from_url(redis_url)
+    cache = SemanticCache(redis, f"sb:{agent_id}", ttl_s=60, max_entries=1000)
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(150, 8)).astype(np.float32)  # more than the mirror's first buffer (64 rows)
+    for i, vector in enumerate(vectors):
+        await cache.store("scope", vector.tolist(), SearchResult(strategy=f"s{i}", hits=[]), {})
+    found = await cache.lookup("scope", vectors[100].tolist(), 0.999)
+    assert found is not None and found.result.strategy == "s100" and found.similarity > 0.999
+    assert await cache.lookup("other scope", vectors[100].tolist(), 0.999) is None
+    await cache.invalidate(found.entry_id)
+    assert await cache.lookup("scope", vectors[100].tolist(), 0.999) is None
+    again = await cache.lookup("scope", vectors[149].tolist(), 0.999)  # rows after the dropped one moved up
+    assert again is not None and again.result.strategy == "s149"
+    await redis.aclose()
