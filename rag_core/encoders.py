@@ -119,36 +119,11 @@ class OpenAIEncoder:
         return await self.embed_documents(texts)
 
 
-class SplitEncoder:
-    """Documents embedded by one encoder, queries by another of the same space (an int8 copy of the same
-    model): the stored vectors, and so the signature, stay the documents' encoder's."""
+class QueryWrapper:
+    """A dense encoder that changes how queries are embedded and hands everything else to ``inner``."""
 
-    def __init__(self, documents: DenseEncoder, queries: DenseEncoder) -> None:
-        self.documents = documents
-        self.queries = queries
-
-    @property
-    def signature(self) -> str:
-        return self.documents.signature
-
-    async def dimension(self) -> int:
-        return await self.documents.dimension()
-
-    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        return await self.documents.embed_documents(texts)
-
-    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
-        return await self.queries.embed_queries(texts)
-
-
-class QueryVectorCache:
-    """A dense encoder whose query vectors are remembered by exact text (least recently used out past
-    ``size``): a conversation's history window and a repeated question are embedded once per process."""
-
-    def __init__(self, inner: DenseEncoder, size: int = 4096) -> None:
+    def __init__(self, inner: DenseEncoder) -> None:
         self.inner = inner
-        self._size = size
-        self._vectors: OrderedDict[str, list[float]] = OrderedDict()
 
     @property
     def signature(self) -> str:
@@ -159,6 +134,32 @@ class QueryVectorCache:
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         return await self.inner.embed_documents(texts)
+
+    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        return await self.inner.embed_queries(texts)
+
+
+class SplitEncoder(QueryWrapper):
+    """Documents embedded by one encoder, queries by another of the same space (an int8 copy of the same
+    model): the stored vectors, and so the signature, stay the documents' encoder's."""
+
+    def __init__(self, documents: DenseEncoder, queries: DenseEncoder) -> None:
+        super().__init__(documents)
+        self.documents = documents
+        self.queries = queries
+
+    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        return await self.queries.embed_queries(texts)
+
+
+class QueryVectorCache(QueryWrapper):
+    """A dense encoder whose query vectors are remembered by exact text (least recently used out past
+    ``size``): a conversation's history window and a repeated question are embedded once per process."""
+
+    def __init__(self, inner: DenseEncoder, size: int = 4096) -> None:
+        super().__init__(inner)
+        self._size = size
+        self._vectors: OrderedDict[str, list[float]] = OrderedDict()
 
     async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
         missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))

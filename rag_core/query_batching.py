@@ -8,26 +8,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from rag_core.encoders import DenseEncoder
+from rag_core.encoders import DenseEncoder, QueryWrapper
 
 
-class BatchingQueries:
+class BatchingQueries(QueryWrapper):
     def __init__(self, inner: DenseEncoder, max_batch: int = 32) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.max_batch = max_batch
         self._waiting: list[tuple[list[str], asyncio.Future[list[list[float]]]]] = []
         self._running = False
         self.calls = 0  # embedding calls made (a test and the benchmarks read it)
-
-    @property
-    def signature(self) -> str:
-        return self.inner.signature
-
-    async def dimension(self) -> int:
-        return await self.inner.dimension()
-
-    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        return await self.inner.embed_documents(texts)
 
     async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
         future: asyncio.Future[list[list[float]]] = asyncio.get_running_loop().create_future()

@@ -159,8 +159,9 @@ class SemanticCache:
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.set(self._entry_key(entry_id), json.dumps(entry), ex=self.ttl_s)
             pipe.zadd(f"{self.prefix}:index", {entry_id: seq})
-            await pipe.execute()
-        extra = await self.redis.zcard(f"{self.prefix}:index") - self.max_entries
+            pipe.zcard(f"{self.prefix}:index")
+            *_, entries = await pipe.execute()
+        extra = entries - self.max_entries
         if extra > 0:  # the oldest go
             gone = await self.redis.zpopmin(f"{self.prefix}:index", extra)
             if gone:

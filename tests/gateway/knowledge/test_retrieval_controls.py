@@ -131,11 +131,13 @@ async def test_an_empty_knowledge_base_skips_retrieval_without_embedding(setting
 
 async def test_the_cache_finds_its_entry_among_many_and_forgets_a_dropped_one(redis_url, agent_id):
     redis = Redis.from_url(redis_url)
-    cache = SemanticCache(redis, f"sb:{agent_id}", ttl_s=60, max_entries=1000)
+    cache = SemanticCache(redis, f"sb:{agent_id}", ttl_s=60, max_entries=100)
     rng = np.random.default_rng(3)
     vectors = rng.normal(size=(150, 8)).astype(np.float32)  # more than the mirror's first buffer (64 rows)
     for i, vector in enumerate(vectors):
         await cache.store("scope", vector.tolist(), SearchResult(strategy=f"s{i}", hits=[]), {})
+    assert (await cache.stats())["entries"] == 100  # the 50 oldest went
+    assert await cache.lookup("scope", vectors[10].tolist(), 0.999) is None
     found = await cache.lookup("scope", vectors[100].tolist(), 0.999)
     assert found is not None and found.result.strategy == "s100" and found.similarity > 0.999
     assert await cache.lookup("other scope", vectors[100].tolist(), 0.999) is None
