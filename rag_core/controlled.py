@@ -54,7 +54,8 @@ class Reranker(Protocol):
     async def rerank(self, query: str, documents: list[str], top_n: int) -> Sequence[RerankedItem]: ...
 
 
-Rerankers = Callable[[str], Reranker | None]
+# A reranker by kind, or None; async because building one may load (or download) a model.
+Rerankers = Callable[[str], Awaitable[Reranker | None]]
 Fetch = Callable[[Sequence[str]], Awaitable[list[Topic]]]
 
 
@@ -161,7 +162,7 @@ class ControlledSearch:
         self, controls: RetrievalControls, query: str, hits: list[Hit], out_k: int, notes: list[str],
         left_out: dict[str, list[str]],
     ) -> list[Hit]:
-        reranker = self._rerankers(controls.reranker) if self._rerankers else None
+        reranker = await self._rerankers(controls.reranker) if self._rerankers else None
         if reranker is None:
             notes.append(f"reranker {controls.reranker!r} is not configured: kept the fused order")
             return hits

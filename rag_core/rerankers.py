@@ -84,7 +84,9 @@ class _WireResponse(BaseModel):
 
 
 class HttpReranker:
-    """A client of ``POST {base_url}/rerank``. ``timeout_s`` bounds the whole call, not each read."""
+    """A client of ``POST {base_url}/rerank``. ``timeout_s`` bounds the whole call, not each read.
+    ``transport`` is where its requests go out: the gateway hands in its guarded transport (outbound
+    policy on every request, body size cap); redirects are not followed."""
 
     def __init__(
         self,
@@ -93,6 +95,7 @@ class HttpReranker:
         model: str | None = None,
         timeout_s: float = 5.0,
         client: httpx.AsyncClient | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.name = f"http:{model}" if model else "http"
         self._url = base_url.rstrip("/") + "/rerank"
@@ -100,7 +103,8 @@ class HttpReranker:
         self._model = model
         self._timeout_s = timeout_s
         self._owns_client = client is None
-        self._client = client or httpx.AsyncClient(timeout=timeout_s)
+        # a proxy from the environment would be a way around the transport
+        self._client = client or httpx.AsyncClient(timeout=timeout_s, transport=transport, trust_env=transport is None)
 
     async def aclose(self) -> None:
         if self._owns_client:

@@ -1,22 +1,25 @@
-"""One guarded HTTP client for fetches the gateway makes on its own (website crawls, and any
-other outbound call that adopts it): every request and every redirect hop is checked against the
-outbound policy and sent to the very address that was checked; bodies are streamed and cut off
-at a size cap; time is capped per try; timeouts, connection errors, 429 and 5xx are retried with
-exponential backoff (429 honours ``Retry-After`` up to a cap), other 4xx are not."""
+"""The one guarded way out for calls the gateway makes on an operator's or a user's behalf (website
+crawls, data injection, the HTTP reranker). ``GuardedTransport`` is the guard itself, an httpx
+transport: every request it sends, each redirect hop included, is checked against the outbound policy
+and sent to the very address that was checked, and a response body is cut off at a size cap.
+``GuardedClient`` rides on it and adds redirects it follows itself (each hop through the transport),
+a time cap per try, and retries: timeouts, connection errors, 429 and 5xx are retried with
+exponential backoff (429 honours ``Retry-After`` up to a cap), other 4xx are not. Code that cannot
+import the gateway (``rag_core``) is handed a ``GuardedTransport``."""
 
 from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from http.cookiejar import CookieJar, DefaultCookiePolicy
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 import httpx
 
 from gateway.core.errors import GatewayError
-from gateway.core.outbound import OutboundPolicy, pinned
+from gateway.core.outbound import OutboundPolicy, OutboundRefused, pinned, shown
 
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 MAX_RETRY_AFTER_S = 30.0
@@ -26,7 +29,7 @@ class FetchFailed(GatewayError):
     """A fetch that did not produce a usable page; ``reason`` says why, for the operator."""
 
     def __init__(self, url: str, reason: str, status: int | None = None) -> None:
-        super().__init__(f"{url}: {reason}")
+        super().__init__(f"{shown(url)}: {reason}")
         self.url = url
         self.reason = reason
         self.status = status
@@ -48,6 +51,73 @@ class _Retryable(Exception):
         self.wait_s = wait_s
 
 
+class OutboundBlocked(httpx.TransportError):
+    """The transport did not send a request: its URL (a redirect hop's, perhaps) fails the policy."""
+
+    def __init__(self, refusal: OutboundRefused, request: httpx.Request) -> None:
+        super().__init__(refusal.message, request=request)
+        self.refusal = refusal
+
+
+class OutboundTooLarge(httpx.TransportError):
+    """A response body passed the transport's size cap; reading it stopped there."""
+
+    def __init__(self, cap: int, declared: int | None, request: httpx.Request) -> None:
+        self.cap, self.declared = cap, declared
+        super().__init__(f"the response is larger than the limit of {cap} bytes", request=request)
+
+    def describe(self, what: str) -> str:
+        if self.declared is not None:
+            return f"{what} is {self.declared} bytes; the limit is {self.cap}"
+        return f"{what} is larger than the limit of {self.cap} bytes"
+
+
+class _CappedStream(httpx.AsyncByteStream):
+    def __init__(self, inner: httpx.AsyncByteStream, cap: int, request: httpx.Request) -> None:
+        self._inner, self._cap, self._request = inner, cap, request
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        size = 0
+        async for chunk in self._inner:
+            size += len(chunk)
+            if size > self._cap:
+                raise OutboundTooLarge(self._cap, None, self._request)
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class GuardedTransport(httpx.AsyncBaseTransport):
+    def __init__(self, policy: OutboundPolicy, max_bytes: int) -> None:
+        self.policy = policy
+        self.max_bytes = max_bytes
+        # A pinned request's URL holds the checked IP address, so a kept-alive connection could carry a
+        # request for another name on that IP without its certificate being checked: no keep-alive.
+        self._inner = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_keepalive_connections=0))
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        url = str(request.url)
+        try:
+            addresses = await self.policy.check(url)  # before anything is sent to it
+        except OutboundRefused as exc:
+            raise OutboundBlocked(exc, request) from exc
+        target = pinned(url, addresses)
+        sent = httpx.Request(request.method, target.url, headers=request.headers, stream=request.stream,
+                             extensions={**request.extensions, **target.extensions})
+        response = await self._inner.handle_async_request(sent)
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            await response.aclose()
+            raise OutboundTooLarge(self.max_bytes, int(declared), request)
+        assert isinstance(response.stream, httpx.AsyncByteStream)
+        response.stream = _CappedStream(response.stream, self.max_bytes, request)
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
 @dataclass(frozen=True)
 class FetchLimits:
     timeout_s: float = 15.0
@@ -67,6 +137,28 @@ class FetchedResponse:
     redirects: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class _Hop:
+    method: str
+    url: str
+    content: bytes | None
+    headers: dict[str, str]
+
+    def redirected(self, url: str, status: int) -> _Hop:
+        dropped = set() if _origin(url) == _origin(self.url) else {"authorization", "cookie"}  # not for another site
+        if status == 303 or (status in (301, 302) and self.method == "POST"):
+            dropped |= {"content-type", "content-length"}
+            method, content = ("HEAD" if self.method == "HEAD" else "GET"), None
+        else:
+            method, content = self.method, self.content
+        return _Hop(method, url, content, {k: v for k, v in self.headers.items() if k.lower() not in dropped})
+
+
+def _origin(url: str) -> tuple[str, str | None, int | None]:
+    parts = urlsplit(url)
+    return parts.scheme, parts.hostname, parts.port
+
+
 def _retry_after(value: str | None) -> float | None:
     try:
         return min(max(float(value), 0.0), MAX_RETRY_AFTER_S) if value else None
@@ -84,12 +176,10 @@ class GuardedClient:
         self.limits = limits or FetchLimits()
         self.user_agent = user_agent
         self._sleep = sleep
-        # A pinned request's URL holds the checked IP address, so a kept-alive connection could carry a
-        # request for another name on that IP without its certificate being checked: no keep-alive.
-        # No cookies either: one site's cookies must never ride along to another.
+        # No cookies: one site's cookies must never ride along to another.
         self._http = httpx.AsyncClient(
-            follow_redirects=False, timeout=self.limits.timeout_s, trust_env=False,
-            limits=httpx.Limits(max_keepalive_connections=0),
+            transport=GuardedTransport(policy, self.limits.max_bytes), follow_redirects=False,
+            timeout=self.limits.timeout_s, trust_env=False,
             cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),
         )
 
@@ -99,6 +189,14 @@ class GuardedClient:
     async def get(self, url: str, *, accept: Callable[[str], bool] | None = None) -> FetchedResponse:
         """The page at ``url`` after redirects. ``OutboundRefused`` for a URL or hop the policy forbids,
         ``FetchRefused`` for a content type ``accept`` declines, ``FetchTooLarge``, else ``FetchFailed``."""
+        return await self.request("GET", url, accept=accept)
+
+    async def request(
+        self, method: str, url: str, *, content: bytes | None = None, headers: dict[str, str] | None = None,
+        accept: Callable[[str], bool] | None = None,
+    ) -> FetchedResponse:
+        """``get`` for any method. A 303, or a 301/302 after a POST, is followed with a GET and no body
+        (as browsers do); 307 and 308 repeat the method and body at the new address."""
         last: _Retryable | None = None
         tries = self.limits.retries + 1
         for attempt in range(tries):
@@ -107,7 +205,15 @@ class GuardedClient:
                 await self._sleep(last.wait_s if last.wait_s is not None else backoff)
             try:
                 async with asyncio.timeout(self.limits.timeout_s):
-                    return await self._follow(url, accept)
+                    return await self._follow(_Hop(method, url, content, headers or {}), accept)
+            except OutboundBlocked as exc:
+                raise exc.refusal from None
+            except OutboundTooLarge as exc:
+                raise FetchTooLarge(url, exc.describe("the page")) from None
+            except httpx.RemoteProtocolError as exc:
+                if "location header" in str(exc).lower():  # httpx will not read it (e.g. 0177.0.0.1): not followed
+                    raise OutboundRefused(f"redirect refused: {exc}") from None
+                last = _Retryable(f"connection failed: {exc.__class__.__name__}")
             except TimeoutError:
                 last = _Retryable(f"timed out after {self.limits.timeout_s:g} s")
             except httpx.ConnectError as exc:
@@ -122,17 +228,17 @@ class GuardedClient:
         assert last is not None
         raise FetchFailed(url, f"{last.reason} after {tries} tries", last.status)
 
-    async def _follow(self, url: str, accept: Callable[[str], bool] | None) -> FetchedResponse:
-        current, hops = url, []
+    async def _follow(self, hop: _Hop, accept: Callable[[str], bool] | None) -> FetchedResponse:
+        url, hops = hop.url, []
         for _ in range(self.limits.max_redirects + 1):
-            addresses = await self.policy.check(current)  # each hop, before anything is sent to it
-            request = pinned(current, addresses)
-            headers = {**request.headers, "User-Agent": self.user_agent}
-            async with self._http.stream("GET", request.url, headers=headers, extensions=request.extensions) as resp:
+            current = hop.url
+            await self._parsable(current)
+            headers = {**hop.headers, "User-Agent": self.user_agent}
+            async with self._http.stream(hop.method, current, content=hop.content, headers=headers) as resp:
                 location = resp.headers.get("location")
                 if resp.status_code in REDIRECTS and location:
-                    current = urljoin(current, location)
-                    hops.append(current)
+                    hop = hop.redirected(urljoin(current, location), resp.status_code)
+                    hops.append(hop.url)
                     continue
                 if resp.status_code == 429 or resp.status_code >= 500:
                     raise _Retryable(f"HTTP {resp.status_code}", resp.status_code,
@@ -146,15 +252,15 @@ class GuardedClient:
                 return FetchedResponse(current, resp.status_code, content_type, dict(resp.headers), body, tuple(hops))
         raise FetchFailed(url, f"more than {self.limits.max_redirects} redirects")
 
+    async def _parsable(self, url: str) -> None:
+        try:
+            httpx.URL(url)
+        except httpx.InvalidURL as exc:  # e.g. 0177.0.0.1, which httpx will not read but a resolver would
+            await self.policy.check(url)  # names the forbidden address it spells, if it spells one
+            raise OutboundRefused(f"outbound URL is not valid: {exc}") from None
+
     async def _read(self, url: str, resp: httpx.Response) -> bytes:
-        cap = self.limits.max_bytes
-        declared = resp.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > cap:
-            raise FetchTooLarge(url, f"the page is {int(declared)} bytes; the limit is {cap}")
-        chunks, size = [], 0
-        async for chunk in resp.aiter_bytes():
-            size += len(chunk)
-            if size > cap:
-                raise FetchTooLarge(url, f"the page is larger than the limit of {cap} bytes")
-            chunks.append(chunk)
-        return b"".join(chunks)
+        try:
+            return b"".join([chunk async for chunk in resp.aiter_bytes()])  # capped by the transport
+        except OutboundTooLarge as exc:
+            raise FetchTooLarge(url, exc.describe("the page")) from None

@@ -6,6 +6,7 @@ The admin search endpoint, the CLI, evaluation and every turn's RAG context all 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -20,6 +21,8 @@ from redis.exceptions import RedisError
 
 from gateway.core.errors import InvalidInput
 from gateway.core.metrics import Metrics
+from gateway.core.outbound import OutboundPolicy
+from gateway.core.outbound_client import GuardedTransport
 from gateway.core.settings import Settings
 from gateway.knowledge.bases import KnowledgeBases
 from gateway.knowledge.documents import Documents
@@ -39,6 +42,7 @@ from rag_core.retrieval import ChatTurn, RetrievalStrategy, SearchRequest, Searc
 from rag_core.strategies import LLM_STRATEGIES, STRATEGIES, build_strategies
 
 log = logging.getLogger(__name__)
+_RERANK_MAX_BYTES = 2 * 1024 * 1024  # scores for a few hundred documents take a few kilobytes
 
 MAX_QUERY_CHARS = 4000
 
@@ -61,6 +65,13 @@ def _finished(result: SearchResult, t0: float, cache: str) -> SearchResult:
     return result.model_copy(update={"timings_ms": timings, "cache": cache})
 
 
+def _reranker_transport(settings: Settings) -> GuardedTransport:
+    """The reranker's way out: its configured host is the operator's own infrastructure (allowed, as the
+    LLM base URL is), every other address is judged by the outbound policy, and its answer is capped."""
+    policy = OutboundPolicy.parse(settings.outbound_allow_hosts).allowing(settings.reranker_base_url)
+    return GuardedTransport(policy, max_bytes=_RERANK_MAX_BYTES)
+
+
 class Knowledge:
     """Opened by ``open`` (the app's lifespan does it, with the embedding model's load), or on first use:
     building it takes no resource, so an app can be built without the local-mode Qdrant lock."""
@@ -75,6 +86,7 @@ class Knowledge:
         self.metrics = metrics
         self._controlled: dict[tuple[str, ...], ControlledSearch] = {}
         self._rerankers: dict[str, Reranker | None] = {}
+        self._reranker_loads: dict[str, asyncio.Task[Reranker | None]] = {}
         self._shape = QueryShape()
         self.document_lock = document_lock  # one ingest of a document at a time across processes
         self.generator = generator
@@ -162,24 +174,37 @@ class Knowledge:
             field = ".".join(str(p) for p in first["loc"]) or "controls"
             raise InvalidInput(f"{field}: {first['msg']}") from None
 
-    def _reranker(self, kind: str) -> Reranker | None:
-        if kind not in self._rerankers:
-            settings = self.settings
-            key = settings.reranker_api_key.get_secret_value() if settings.reranker_api_key else None
-            try:
-                if kind == "http":
-                    if not settings.reranker_base_url:
-                        raise ValueError("SWITCHBOARD_RERANKER_BASE_URL is not set")
-                    built = build_reranker("http", base_url=settings.reranker_base_url, api_key=key,
-                                           timeout_s=settings.reranker_timeout_s)
-                else:
-                    built = build_reranker(kind, model=settings.reranker_model,
-                                           model_path=settings.reranker_model_path)  # type: ignore[arg-type]
-                self._rerankers[kind] = built
-            except (SwitchboardError, ValueError) as exc:
-                log.warning("reranker %s is unavailable: %s", kind, exc)
-                self._rerankers[kind] = None
-        return self._rerankers[kind]
+    async def _reranker(self, kind: str) -> Reranker | None:
+        """Built once per kind in a thread: a fastembed model loads for seconds (and offline, fastembed's
+        download retries sleep for most of a minute), which must not stall the event loop. A search waits
+        for the load at most the rerank timeout; until it is done, searches keep the fused order."""
+        if kind in self._rerankers:
+            return self._rerankers[kind]
+        load = self._reranker_loads.get(kind)
+        if load is None:
+            load = self._reranker_loads[kind] = asyncio.create_task(asyncio.to_thread(self._build_reranker, kind))
+        try:
+            built = await asyncio.wait_for(asyncio.shield(load), self.settings.reranker_timeout_s)
+        except TimeoutError:
+            log.warning("reranker %s is still loading; this search keeps the fused order", kind)
+            return None
+        self._rerankers[kind] = built
+        return built
+
+    def _build_reranker(self, kind: str) -> Reranker | None:
+        settings = self.settings
+        key = settings.reranker_api_key.get_secret_value() if settings.reranker_api_key else None
+        try:
+            if kind == "http":
+                if not settings.reranker_base_url:
+                    raise ValueError("SWITCHBOARD_RERANKER_BASE_URL is not set")
+                return build_reranker("http", base_url=settings.reranker_base_url, api_key=key,
+                                      timeout_s=settings.reranker_timeout_s, transport=_reranker_transport(settings))
+            return build_reranker(kind, model=settings.reranker_model,
+                                  model_path=settings.reranker_model_path)  # type: ignore[arg-type]
+        except (SwitchboardError, ValueError) as exc:
+            log.warning("reranker %s is unavailable: %s", kind, exc)
+            return None
 
     def _controlled_for(self, names: tuple[str, ...]) -> ControlledSearch:
         built = self._controlled.get(names)

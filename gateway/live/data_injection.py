@@ -17,14 +17,13 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
-
 from gateway.conversation.attributes import AttributeSpec, CustomerAttributes
 from gateway.core.clock import Clock, describe_age
 from gateway.core.errors import GatewayError, LLMError
 from gateway.core.metrics import Metrics
 from gateway.core.models import PromptMessage
-from gateway.core.outbound import OutboundPolicy, OutboundRefused, pinned
+from gateway.core.outbound import OutboundPolicy, OutboundRefused, shown
+from gateway.core.outbound_client import FetchFailed, FetchLimits, GuardedClient
 from gateway.core.settings import Settings
 from gateway.live.budget import fit
 from gateway.live.template_store import TemplateStore
@@ -125,46 +124,37 @@ class DataInjection:
         if not values[ENABLED.name] or not url:
             return "disabled"
         try:
-            target = pinned(url, await self.outbound.check(url))
-        except OutboundRefused as exc:
-            # Configuration, not a transient failure: visible, not retried.
-            await self._failed(exc.message)
-            return await self.attributes.get(STATUS.name)
-        try:
             json.loads(payload)
             content_type = "application/json"
         except ValueError:
             content_type = "text/plain; charset=utf-8"
-        headers = {"Content-Type": content_type, **target.headers}
+        headers = {"Content-Type": content_type}
         if slot:
             headers["Idempotency-Key"] = slot
         started = self.clock.now()
+        # RQ retries a failed fetch with backoff (and the last good data stays): one try here
+        limits = FetchLimits(timeout_s=self.settings.data_injection_timeout_s,
+                             max_bytes=self.settings.data_injection_max_bytes, retries=0)
+        client = GuardedClient(self.outbound, limits, user_agent="Switchboard/1.0 (data injection)")
         try:
-            async with httpx.AsyncClient(timeout=self.settings.data_injection_timeout_s,
-                                         follow_redirects=False, trust_env=False) as client:
-                async with client.stream("POST", target.url, content=payload.encode(), headers=headers,
-                                         extensions=target.extensions) as resp:
-                    body = await self._read_capped(resp)
-        except httpx.HTTPError as exc:
-            await self._failed(f"request failed: {type(exc).__name__}: {exc}")
-            raise DataInjectionFailed(f"FetchData to {url} failed: {type(exc).__name__}") from exc
-        if resp.status_code == 202:
+            resp = await client.request("POST", url, content=payload.encode(), headers=headers)
+        except OutboundRefused as exc:
+            # Configuration, not a transient failure: visible, not retried.
+            await self._failed(exc.message)
+            return await self.attributes.get(STATUS.name)
+        except FetchFailed as exc:
+            await self._failed(f"HTTP {exc.status} from the data source" if exc.status else
+                               f"request failed: {exc.reason}")
+            raise DataInjectionFailed(f"FetchData to {shown(url)} failed: {exc.reason}") from exc
+        finally:
+            await client.aclose()
+        if resp.status == 202:
             await self.attributes.set(STATUS.name, f"waiting for callback since {started.isoformat()}")
             return await self.attributes.get(STATUS.name)
-        if resp.status_code >= 300:
-            await self._failed(f"HTTP {resp.status_code} from the data source")
-            raise DataInjectionFailed(f"FetchData to {url} answered HTTP {resp.status_code}")
-        return await self.retrieve(_decode(body, resp.headers.get("content-type", "")), started)
-
-    async def _read_capped(self, resp: httpx.Response) -> bytes:
-        limit = self.settings.data_injection_max_bytes
-        chunks, size = [], 0
-        async for chunk in resp.aiter_bytes():
-            size += len(chunk)
-            if size > limit:
-                raise httpx.DecodingError(f"response larger than {limit} bytes")
-            chunks.append(chunk)
-        return b"".join(chunks)
+        if resp.status >= 300:
+            await self._failed(f"HTTP {resp.status} from the data source")
+            raise DataInjectionFailed(f"FetchData to {shown(url)} answered HTTP {resp.status}")
+        return await self.retrieve(_decode(resp.body, resp.content_type), started)
 
     async def retrieve(self, data: Any, fetched_at: datetime | None = None) -> str:
         """RetrieveData: extract, optionally summarize, fit the budget, store with the fetch time."""
@@ -191,9 +181,11 @@ class DataInjection:
         log.warning("data injection failed: %s", reason)
         await self.attributes.set(STATUS.name, f"failed at {self.clock.now().isoformat()}: {reason}")
 
-    async def section(self) -> str:
-        """The retrieved data as a prompt section labelled with its age, or ``""``."""
-        values = await self.attributes.all()
+    async def section(self, values: dict[str, Any] | None = None) -> str:
+        """The retrieved data as a prompt section labelled with its age, or ``""``. ``values``: the
+        customer attributes when the caller has just read them."""
+        if values is None:
+            values = await self.attributes.all()
         data, fetched = values[RETRIEVED.name], values[FETCHED_AT.name]
         if not data:
             return ""

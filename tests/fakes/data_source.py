@@ -18,6 +18,7 @@ class Answer:
     json: object | None = None
     text: str | None = None
     delay_s: float = 0.0
+    location: str | None = None  # a redirect's target
 
 
 @dataclass
@@ -45,8 +46,9 @@ class DataSource:
                 step = source.script.popleft() if source.script else source.default
             if step.delay_s:
                 await asyncio.sleep(step.delay_s)
+            headers = {"Location": step.location} if step.location else None
             if step.text is not None:
-                return PlainTextResponse(step.text, status_code=step.status)
-            return JSONResponse(step.json, status_code=step.status)
+                return PlainTextResponse(step.text, status_code=step.status, headers=headers)
+            return JSONResponse(step.json, status_code=step.status, headers=headers)
 
         return app

@@ -51,4 +51,4 @@ class Website:
             body = page.body.encode() if isinstance(page.body, str) else page.body
             return Response(body, status_code=status, headers=headers, media_type=page.content_type)
 
-        return Starlette(routes=[Route("/{path:path}", serve)])
+        return Starlette(routes=[Route("/{path:path}", serve, methods=["GET", "HEAD", "POST"])])

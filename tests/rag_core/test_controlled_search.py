@@ -84,7 +84,11 @@ async def test_context_tokens_are_capped_at_topic_boundaries(kb):
 
 async def test_the_http_reranker_reorders_and_its_failure_keeps_the_fused_order(kb, rerank_server):
     reranker = HttpReranker(rerank_server.url, api_key="rk-secret", timeout_s=0.5)
-    search = controlled(kb, rerankers=lambda kind: reranker if kind == "http" else None)
+
+    async def rerankers(kind: str) -> HttpReranker | None:
+        return reranker if kind == "http" else None
+
+    search = controlled(kb, rerankers=rerankers)
     fused = await run(search, "rent a bicycle helmet", k=2)
     reranked = await run(search, "rent a bicycle helmet", k=2, reranker="http", rerank_top_n=5)
     sent = rerank_server.received[-1]

@@ -99,3 +99,22 @@ async def test_the_fetch_connects_to_the_address_it_checked(live_settings, clock
         assert asked == ["rebind.test"]  # looked up once, by the check
     finally:
         await services.aclose()
+
+
+async def test_data_injection_follows_redirects_only_where_the_guard_allows(live_settings, clock, data_source):
+    allowing = live_settings.model_copy(update={"outbound_allow_hosts": "127.0.0.1"})
+    services = Services.build(allowing, run_worker=False, clock=clock)
+    try:
+        attrs = services.customer_attributes
+        await attrs.set("project_attributes_setting_data_injection_is_enabled", True)
+        await attrs.set("project_attributes_setting_data_injection_url", data_source.url)
+        await attrs.set("project_attributes_private_data_injection_payload", '{"q": "rooms"}')
+        data_source.answer(status=307, location="/data")  # relative, same source
+        assert await services.live.data_injection.fetch("s1") == "ok"
+        assert [r["body"] for r in data_source.requests] == ['{"q": "rooms"}'] * 2  # 307: the POST again
+        data_source.answer(status=302, location="http://169.254.169.254/latest/meta-data/")
+        status = await services.live.data_injection.fetch("s2")
+        assert status.startswith("failed at") and "cloud metadata address" in status
+        assert len(data_source.requests) == 3  # nothing went to the metadata address
+    finally:
+        await services.aclose()
