@@ -1,5 +1,6 @@
 """Sign-in and sign-out. A wrong username or password gets one message, whichever was wrong;
-failures are limited per username and per client address (``SWITCHBOARD_SIGNIN_FAILURES_*``)."""
+failures are limited per username and per client address (``SWITCHBOARD_SIGNIN_FAILURES_*``): past
+either limit even the right password waits, on a readable page with ``Retry-After``."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from fastapi.responses import RedirectResponse, Response
 
 from admin_ui.render import page
 from admin_ui.security import COOKIE, PREFIX, Signed, check_csrf, services_of, signed_in
+from gateway.core.errors import RateLimited
+from gateway.http.auth import client_address
 
 router = APIRouter(prefix=PREFIX)
 LOGIN_COOKIE = "sb_console_login"  # the sign-in form's own CSRF token (there is no session yet)
@@ -45,7 +48,7 @@ async def login_form(request: Request, next: str | None = None) -> Response:
 @router.post("/login")
 async def login(request: Request) -> Response:
     services = services_of(request)
-    assert services.operators and services.console_sessions and services.signin_limits
+    assert services.operators and services.console_sessions and services.rate_limits
     form = await request.form()
     username = str(form.get("username", "")).strip().lower()[:64]
     password = str(form.get("password", ""))
@@ -55,13 +58,16 @@ async def login(request: Request) -> Response:
     if not expected or not hmac.compare_digest(sent, expected):
         return _login_page(request, next_path=next_path, username=username, status_code=403,
                            error="The sign-in form expired. Please try again.")
-    per_account, per_address = services.signin_limits
-    address = request.client.host if request.client else "unknown"
-    wait = max(await per_account.retry_after(username) or 0, await per_address.retry_after(address) or 0)
-    if wait:
-        minutes = max(1, round(wait / 60))
+    per_account, per_address = services.rate_limits.signin_account, services.rate_limits.signin_address
+    address = client_address(request)
+    try:
+        await per_account.check(username)
+        await per_address.check(address)
+    except RateLimited as exc:
+        wait = exc.retry_after_s
+        when = f"{wait} second(s)" if wait < 60 else f"{round(wait / 60)} minute(s)"
         response = _login_page(request, next_path=next_path, username=username, status_code=429,
-                               error=f"Too many failed sign-ins. Try again in {minutes} minute(s).")
+                               error=f"Too many failed sign-ins. Try again in {when}.")
         response.headers["retry-after"] = str(wait)
         return response
     operator = await services.operators.verify(username, password) if username and password else None

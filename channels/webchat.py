@@ -27,11 +27,14 @@ from gateway.channel import (
     JSONBodyRoute,
     Message,
     PayloadTooLarge,
+    RateLimited,
     Role,
     Turn,
     TurnOutcome,
     Unauthorized,
     bearer_token,
+    chat_page_policy,
+    client_address,
     decode_json,
     failure,
 )
@@ -104,9 +107,12 @@ def _message_body(raw: bytes) -> ChatMessageIn:
         raise InvalidInput(f"{where}: {first['msg']}" if where else first["msg"]) from exc
 
 
-async def _send_error(ws: WebSocket, status: int, kind: str, message: str) -> None:
+async def _send_error(ws: WebSocket, status: int, kind: str, message: str, retry_after: int | None = None) -> None:
+    frame = {"type": "error", "status": status, "error": kind, "message": message}
+    if retry_after is not None:
+        frame["retry_after"] = retry_after
     with suppress(WebSocketDisconnect, RuntimeError):
-        await ws.send_json({"type": "error", "status": status, "error": kind, "message": message})
+        await ws.send_json(frame)
 
 
 class _TranscriptSink:
@@ -146,7 +152,9 @@ class WebChatAdapter:
 
     def __init__(self, context: ChannelContext) -> None:
         self.context = context
-        self.sessions = WebSessions(context.store)
+        self.sessions = WebSessions(context.store, context.settings.webchat_idle_ttl_s)
+        assert context.rate_limits is not None
+        self.limits = context.rate_limits
         self.turns = WebTurns(context.store, lease_s=context.settings.turn_lock_lease_s)
         self._sweeper: asyncio.Task[None] | None = None
         context.direct_sinks[CHANNEL] = lambda conversation: _TranscriptSink()
@@ -187,7 +195,9 @@ class WebChatAdapter:
         if turn is None:
             return await self._resent(key, sink)
         await self.turns.save(key, turn)
-        return await self._run(key, turn, sink)
+        answered = await self._run(key, turn, sink)
+        await self.sessions.touch(session)
+        return answered
 
     async def _run(self, key: str, turn: Turn, sink) -> dict:
         async with self.turns.leased(key):
@@ -214,6 +224,11 @@ class WebChatAdapter:
             self.context.metrics.rejected.labels(CHANNEL, "token").inc()
             raise
 
+    async def limit_message(self, session: WebSession, address: str) -> None:
+        """One more message from ``address`` in ``session``, or 429 past either limit."""
+        await self.limits.webchat_address_messages.take(address)
+        await self.limits.webchat_session_messages.take(session.id)
+
     async def post_message(self, session: WebSession, body: ChatMessageIn) -> dict:
         return await self.answer(session, body, _CollectingSink())
 
@@ -237,6 +252,7 @@ class WebChatAdapter:
                 raise RuntimeError(f"resumed web-chat turn {turn.trace.turn_id} failed again")
 
     async def transcript(self, session: WebSession) -> dict:
+        await self.sessions.touch(session)
         messages = await self.context.store.persona_messages(session.persona_id, newest=500)
         return {
             "session_id": session.id,
@@ -263,7 +279,7 @@ class WebChatAdapter:
         await ws.accept()
         relay = asyncio.create_task(self._relay_operator(ws, session), name="web-chat operator relay")
         try:
-            await self._serve_socket(ws, session)
+            await self._serve_socket(ws, session, client_address(ws))
         finally:
             relay.cancel()
             with suppress(asyncio.CancelledError):
@@ -285,16 +301,19 @@ class WebChatAdapter:
                         "id": message.id, "role": message.role.value, "text": message.text,
                         "created_at": message.created_at.isoformat()}})
 
-    async def _serve_socket(self, ws: WebSocket, session: WebSession) -> None:
+    async def _serve_socket(self, ws: WebSocket, session: WebSession, address: str) -> None:
         while True:
             try:
                 raw = await ws.receive_text()
             except WebSocketDisconnect:
                 return
             try:
+                await self.limit_message(session, address)
                 body = _frame(raw)
                 outcome = await self.answer(session, body, _SocketSink(ws))
                 await ws.send_json({"type": "message", **outcome})
+            except RateLimited as exc:
+                await _send_error(ws, *failure(exc), retry_after=exc.retry_after_s)
             except GatewayError as exc:
                 await _send_error(ws, *failure(exc))
             except WebSocketDisconnect:
@@ -310,7 +329,8 @@ class WebChatAdapter:
         adapter = self
 
         @router.post("/api/chat/sessions", status_code=201)
-        async def create_session() -> dict:
+        async def create_session(request: Request) -> dict:
+            await adapter.limits.webchat_sessions.take(client_address(request))
             session, token = await adapter.sessions.create()
             return {"session_id": session.id, "token": token, "persona_id": session.persona_id}
 
@@ -322,6 +342,7 @@ class WebChatAdapter:
         async def post_message(session_id: str, request: Request) -> dict:
             # The token is checked before the body is read: a stranger's request costs no parsing.
             session = await adapter.authenticate(session_id, bearer_token(request))
+            await adapter.limit_message(session, client_address(request))
             return await adapter.post_message(session, _message_body(await request.body()))
 
         @router.get("/api/chat/sessions/{session_id}/messages")
@@ -335,17 +356,19 @@ class WebChatAdapter:
 
         @router.get("/chat", response_class=HTMLResponse)
         async def chat_page(request: Request) -> HTMLResponse:
-            return HTMLResponse(_static("chat.html"))
+            frame_origins = self.context.settings.widget_origin_list
+            return HTMLResponse(_static("chat.html"),
+                                headers={"Content-Security-Policy": chat_page_policy(frame_origins)})
 
-        @router.get("/widget.js")
+        @router.get("/widget.js", response_class=JavaScriptResponse)
         async def widget() -> Response:
-            return Response(
-                _static("widget.js"),
-                media_type="application/javascript",
-                headers={"Cache-Control": "public, max-age=300"},
-            )
+            return JavaScriptResponse(_static("widget.js"), headers={"Cache-Control": "public, max-age=300"})
 
         return router
+
+
+class JavaScriptResponse(Response):
+    media_type = "application/javascript"
 
 
 def build(context: ChannelContext) -> WebChatAdapter:

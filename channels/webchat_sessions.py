@@ -1,4 +1,8 @@
-"""Web-chat sessions: an id and a bearer token per browser, the token stored only as a hash."""
+"""Web-chat sessions: an id and a bearer token per browser, the token stored only as a hash.
+
+A session is anonymous, so it, its identity (``web:<session id>``) and its persona (record, message
+index, conversations, attributes) expire after ``SWITCHBOARD_WEBCHAT_IDLE_TTL_S`` unused; every use
+starts that time again. (The messages themselves keep their own lifetime.)"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from dataclasses import dataclass
 
 from gateway.channel import NotFound, RedisStore, Unauthorized
 
-SESSION_TTL_S = 90 * 24 * 3600
+PERSONA_KEYS = ((), ("msgs",), ("convs",), ("attrs",))  # what an anonymous persona is made of
 
 
 def _digest(token: str) -> str:
@@ -27,21 +31,34 @@ class WebSession:
 
 
 class WebSessions:
-    def __init__(self, store: RedisStore) -> None:
+    def __init__(self, store: RedisStore, idle_ttl_s: int) -> None:
         self.store = store
+        self.idle_ttl_s = idle_ttl_s
 
     def _key(self, session_id: str) -> str:
         return self.store.key("webchat", "session", session_id)
+
+    def _identity_key(self, session_id: str) -> str:
+        return self.store.key("identity", f"web:{session_id}")
 
     async def create(self) -> tuple[WebSession, str]:
         session_id = secrets.token_hex(16)
         token = secrets.token_urlsafe(32)
         persona = await self.store.resolve_persona(f"web:{session_id}")
-        await self.store.redis.hset(
-            self._key(session_id), mapping={"token": _digest(token), "persona_id": persona.id}
-        )
-        await self.store.redis.expire(self._key(session_id), SESSION_TTL_S)
+        pipe = self.store.redis.pipeline(transaction=True)
+        pipe.hset(self._key(session_id), mapping={"token": _digest(token), "persona_id": persona.id})
+        pipe.expire(self._key(session_id), self.idle_ttl_s)
+        pipe.expire(self._identity_key(session_id), self.idle_ttl_s)
+        pipe.expire(self.store.key("persona", persona.id), self.idle_ttl_s)
+        await pipe.execute()
         return WebSession(session_id, persona.id), token
+
+    async def touch(self, session: WebSession) -> None:
+        """Start the persona's idle time again (after a message, whose keys may be new)."""
+        pipe = self.store.redis.pipeline(transaction=False)
+        for parts in PERSONA_KEYS:
+            pipe.expire(self.store.key("persona", session.persona_id, *parts), self.idle_ttl_s)
+        await pipe.execute()
 
     async def authenticate(self, session_id: str, token: str | None) -> WebSession:
         raw = {}
@@ -49,8 +66,9 @@ class WebSessions:
             # Read and slide the expiry in one round trip (EXPIRE on a missing key does nothing).
             pipe = self.store.redis.pipeline(transaction=False)
             pipe.hgetall(self._key(session_id))
-            pipe.expire(self._key(session_id), SESSION_TTL_S)
-            raw, _ = await pipe.execute()
+            pipe.expire(self._key(session_id), self.idle_ttl_s)
+            pipe.expire(self._identity_key(session_id), self.idle_ttl_s)
+            raw, _, _ = await pipe.execute()
         if not raw:
             raise NotFound("unknown chat session")
         if token is None:

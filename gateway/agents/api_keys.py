@@ -6,8 +6,8 @@ guessed from their digest, and every call would pay argon2's cost. The digest is
 key, so the time an answer takes depends on a hash of the guess, never on how much of a real key it
 matches: there is no secret comparison left to make constant-time.
 
-Each key has a per-minute limit counted in Redis and shared by every replica: the window starts at
-the key's first call and lasts 60 s; past the limit a call is refused until the window ends.
+Each key has a per-minute limit counted in Redis and shared by every replica (``RateLimit``): the
+window starts at the key's first call and lasts 60 s; past the limit a call is refused until the window ends.
 """
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ import secrets
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from gateway.conversation.rate_limit import RateLimit
 from gateway.conversation.store import RedisStore
-from gateway.core.errors import Forbidden, InvalidInput, NotFound, RateLimited, Unauthorized
+from gateway.core.errors import Forbidden, InvalidInput, NotFound, Unauthorized
 from gateway.core.models import new_id, utcnow
 
-__all__ = ["PREFIX", "WINDOW_S", "ApiKey", "ApiKeyCreate", "ApiKeys"]
+__all__ = ["PREFIX", "ApiKey", "ApiKeyCreate", "ApiKeys"]
 
 PREFIX = "sbk_"
-WINDOW_S = 60
 
 
 class ApiKeyCreate(BaseModel):
@@ -59,12 +59,13 @@ def _invalid(exc: ValidationError) -> InvalidInput:
 
 class ApiKeys:
     """``apikeys`` (id → record), ``apikeys:by_digest`` (digest → id), ``apikeys:digest_of`` (id →
-    digest, so a revoke needs no scan) and ``apikeys:rate:<id>`` (calls in the current window)."""
+    digest, so a revoke needs no scan); calls in the current window are the ``api-key`` rate limit's."""
 
-    def __init__(self, store: RedisStore, default_rate_limit_per_min: int) -> None:
+    def __init__(self, store: RedisStore, default_rate_limit_per_min: int, rate: RateLimit) -> None:
         self.store = store
         self.redis = store.redis
         self.default_rate = default_rate_limit_per_min
+        self.rate = rate
 
     def _key(self, *parts: str) -> str:
         return self.store.key("apikeys", *parts)
@@ -97,8 +98,8 @@ class ApiKeys:
         pipe.hdel(self.store.key("apikeys"), key_id)
         pipe.hdel(self._key("by_digest"), known.decode())
         pipe.hdel(self._key("digest_of"), key_id)
-        pipe.delete(self._key("rate", key_id))
         await pipe.execute()
+        await self.rate.clear(key_id)
 
     async def authenticate(self, key: str | None) -> ApiKey | None:
         """The key's record, or None for a missing, unknown or revoked key."""
@@ -123,16 +124,5 @@ class ApiKeys:
         record = await self.identify(key)
         if agent_id not in record.agents:
             raise Forbidden(f"this API key may not call agent {agent_id!r}")
-        await self._count(record)
+        await self.rate.take(record.id, record.rate_limit_per_min)
         return record
-
-    async def _count(self, record: ApiKey) -> None:
-        counter = self._key("rate", record.id)
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.set(counter, 0, ex=WINDOW_S, nx=True)  # the window starts at the first call
-            pipe.incr(counter)
-            pipe.ttl(counter)
-            _, used, ttl = await pipe.execute()
-        if used > record.rate_limit_per_min:
-            raise RateLimited(f"this API key allows {record.rate_limit_per_min} calls a minute",
-                              retry_after_s=max(1, int(ttl)))

@@ -24,7 +24,8 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     if settings.redis_url is not None:  # a gateway without its system of record would only answer 503s
         check_redis(settings.redis_url, settings.redis_connect_timeout_s)
     app = create_app(settings)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+    # proxy_headers off: the client address comes from SWITCHBOARD_TRUSTED_PROXIES alone (gateway.core.client_address)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False, proxy_headers=False)
     return 0
 
 
@@ -53,12 +54,12 @@ def _worker(args: argparse.Namespace, settings: Settings) -> int:
     services.register_jobs(loop)
     gc.collect()
     gc.freeze()  # as in the gateway: full collections must not walk the SDKs and clients built above
-    from rq import SimpleWorker
+    from gateway.jobs.worker import SchedulingWorker
 
     # Jobs run in this process, on warm services (Qdrant client, embedding model, LLM client):
     # a forked work-horse would have neither the services' event loop nor the loaded model.
     queues = [Queue(name, connection=services.redis_sync) for name in queue_names(settings)]
-    worker = SimpleWorker(queues, connection=services.redis_sync)
+    worker = SchedulingWorker(queues, connection=services.redis_sync)
     try:
         worker.work(with_scheduler=True, logging_level=settings.log_level)
     finally:
@@ -113,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # pydantic ValidationError: say which setting is wrong, not a traceback
         print(f"switchboard: invalid settings: {exc}", file=sys.stderr)
         return 2
-    configure_logging(settings.log_level, settings.log_json)
+    configure_logging(settings.log_level, settings.log_json, settings.secret_values())
     try:
         return int(args.func(args, settings) or 0)
     except RedisUnreachable as exc:  # one line, not a traceback: the operator's fix is in the message

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
+from redis.exceptions import WatchError
 
 from gateway.conversation.store import RedisStore
 from gateway.core.errors import InvalidInput, NotFound
@@ -71,7 +72,10 @@ class _AttributeHash:
         return spec.default if raw is None else scrub_deep(json.loads(raw))
 
     async def _all(self, key: str) -> dict[str, Any]:
-        raw = await self.store.redis.hgetall(key)
+        return self.values(await self.store.redis.hgetall(key))
+
+    def values(self, raw: Mapping[bytes, bytes]) -> dict[str, Any]:
+        """Every attribute from the hash as HGETALL answered it (read in someone's pipeline), defaults filled in."""
         values = {name: spec.default for name, spec in self.specs.items()}
         # Repaired on read too: a value stored before invalid text was refused must not break every turn.
         values.update({k.decode(): scrub_deep(json.loads(v)) for k, v in raw.items() if k.decode() in self.specs})
@@ -83,6 +87,23 @@ class _AttributeHash:
         await self.store.redis.hset(key, name, spec.dump(parsed))
         return parsed
 
+    async def _update(self, key: str, name: str, change: Callable[[Any], Any]) -> Any:
+        """Read, change and write one value atomically (WATCH/MULTI): a write that lands between the
+        read and the write makes the change run again on the new value, so no concurrent edit is lost."""
+        spec = self.spec(name)
+        async with self.store.redis.pipeline(transaction=True) as pipe:
+            while True:
+                try:
+                    await pipe.watch(key)
+                    raw = await pipe.hget(key, name)
+                    parsed = spec.validate(change(spec.default if raw is None else scrub_deep(json.loads(raw))))
+                    pipe.multi()
+                    pipe.hset(key, name, spec.dump(parsed))
+                    await pipe.execute()
+                    return parsed
+                except WatchError:
+                    continue
+
 
 class PersonaAttributes(_AttributeHash):
     def __init__(self, store: RedisStore, specs: Mapping[str, AttributeSpec]) -> None:
@@ -90,6 +111,10 @@ class PersonaAttributes(_AttributeHash):
 
     def _key(self, persona_id: str) -> str:
         return self.store.key("persona", persona_id, "attrs")
+
+    def key(self, persona_id: str) -> str:
+        """The persona's hash, for a caller that reads it in its own pipeline (then ``values``)."""
+        return self._key(persona_id)
 
     async def get(self, persona_id: str, name: str) -> Any:
         return await self._get(self._key(persona_id), name)
@@ -99,6 +124,9 @@ class PersonaAttributes(_AttributeHash):
 
     async def set(self, persona_id: str, name: str, value: Any) -> Any:
         return await self._set(self._key(persona_id), name, value)
+
+    async def update(self, persona_id: str, name: str, change: Callable[[Any], Any]) -> Any:
+        return await self._update(self._key(persona_id), name, change)
 
     async def clear_session_scoped(self, persona_id: str) -> None:
         names = [name for name, spec in self.specs.items() if spec.session_scoped]
@@ -116,6 +144,11 @@ class CustomerAttributes(_AttributeHash):
     @property
     def _key(self) -> str:
         return self.store.key("customer", "attrs")
+
+    @property
+    def key(self) -> str:
+        """The project's hash, for a caller that reads it in its own pipeline (then ``values``)."""
+        return self._key
 
     async def get(self, name: str) -> Any:
         return await self._get(self._key, name)

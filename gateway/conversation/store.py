@@ -19,6 +19,14 @@ RECENT_TURNS = 5000  # finished turns kept for the console's overview (count per
 RECENT_RETRIEVALS = 20  # live retrievals kept for the console's retrieval test page
 
 
+# A pointer and what it points at in one round trip (an identity's persona, a chat's active conversation):
+# KEYS[1] the pointer; ARGV[1] the target key's prefix. Answers false, or {id, the target's value or false}.
+_FOLLOW = """
+local id = redis.call('GET', KEYS[1])
+if not id then return false end
+return {id, redis.call('GET', ARGV[1] .. id)}
+"""
+
 # What a dedup key guards: a message turned into a turn, a delivery queued in the inbox, a polled update.
 DedupScope = Literal["msg", "inbox", "update"]
 
@@ -28,6 +36,15 @@ class RedisStore:
         self.redis = redis
         self.agent_id = agent_id
         self.prefix = f"sb:{agent_id}:"
+        self._follow = redis.register_script(_FOLLOW)
+
+    async def _followed(self, pointer: str, target_prefix: str) -> tuple[str, bytes | None] | None:
+        """(id, value) of what ``pointer`` names, value None when that is gone; None without a pointer."""
+        answer = await self._follow(keys=[pointer], args=[target_prefix])
+        if not answer:
+            return None
+        found_id, value = answer
+        return found_id.decode(), value or None
 
     def key(self, *parts: str) -> str:
         return self.prefix + ":".join(parts)
@@ -48,18 +65,21 @@ class RedisStore:
     async def resolve_persona(self, identity: str, display_name: str | None = None) -> Persona:
         """The persona owning ``identity``, created atomically on first sight."""
         id_key = self.key("identity", identity)
-        existing = await self.redis.get(id_key)
-        if existing is None:
+        found = await self._followed(id_key, self.key("persona", ""))  # the usual case: one round trip
+        if found is None:
             candidate = Persona(identities=[identity], display_name=display_name)
             if await self.redis.set(id_key, candidate.id, nx=True):
                 await self.save_persona(candidate)
                 return candidate
-            existing = await self.redis.get(id_key)
-        persona = await self.get_persona(existing.decode())
-        if persona is None:  # identity key survived a partial write; heal it
-            persona = Persona(id=existing.decode(), identities=[identity], display_name=display_name)
+            found = await self._followed(id_key, self.key("persona", ""))
+            if found is None:  # created by another request and deleted again meanwhile: start over
+                return await self.resolve_persona(identity, display_name)
+        persona_id, raw = found
+        if raw is None:  # identity key survived a partial write; heal it
+            persona = Persona(id=persona_id, identities=[identity], display_name=display_name)
             await self.save_persona(persona)
-        return persona
+            return persona
+        return Persona.model_validate_json(raw)
 
     async def save_persona(self, persona: Persona) -> None:
         await self.redis.set(self.key("persona", persona.id), persona.model_dump_json())
@@ -79,8 +99,8 @@ class RedisStore:
     async def active_conversation(
         self, persona_id: str, channel: str, thread: str | None
     ) -> Conversation | None:
-        conv_id = await self.redis.get(self._active_key(persona_id, channel, thread))
-        return await self.get_conversation(conv_id.decode()) if conv_id else None
+        found = await self._followed(self._active_key(persona_id, channel, thread), self.key("conv", ""))
+        return Conversation.model_validate_json(found[1]) if found is not None and found[1] else None
 
     async def set_active(self, conversation: Conversation) -> None:
         key = self._active_key(conversation.persona_id, conversation.channel, conversation.thread)

@@ -74,5 +74,9 @@ class TurnLockTimeout(GatewayError):
     """The conversation's earlier turns did not finish in time."""
 
 
+class TurnFenced(GatewayError):
+    """This consumer lost the turn's inbox entry to another (it stalled past the reclaim time)."""
+
+
 class ChannelDeliveryError(GatewayError):
     """A channel could not deliver a reply after its retries."""

@@ -46,8 +46,16 @@ class Metrics:
             ["channel"],
             registry=r,
         )
+        self.inbox_waiting = Counter(
+            "switchboard_inbox_retry_waits", "Times a delivery was set to wait and be tried again (vendor away)",
+            ["channel"], registry=r,
+        )
         self.inbox_loop_errors = Counter(
             "switchboard_inbox_loop_errors",
             "Failures of an inbox consumer's loop, per step (read, reclaim: they back off; keep_alive)",
             ["step"], registry=r,
+        )
+        self.rate_limited = Counter(
+            "switchboard_rate_limited", "Requests refused by a rate limit, per limit (README: Rate limits)",
+            ["limit"], registry=r,
         )

@@ -6,10 +6,11 @@ Nothing else in the code base reads ``os.environ``: a ``Settings`` instance is b
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from gateway.core.models import CitationFormat
@@ -111,15 +112,18 @@ class Settings(BaseSettings):
     turn_lock_lease_s: float = Field(default=10.0, gt=0)  # a running turn's lease, renewed while it runs
     turn_deadline_s: float = Field(default=60.0, gt=0)  # context may use half; past it the fallback answers
 
+    # Known gaps closed (issue 15 item 4): ordering keys, replies sent once, fenced consumers.
+    order_idle_ttl_s: float = Field(default=24 * 3600, gt=0)  # a chat's order counters expire once idle this long
+
     # Admin and operators.
     admin_token: SecretStr | None = None
     admin_password: SecretStr | None = None  # with admin_user: the console's first admin, made on start if none exists
     admin_user: str = "admin"
     console_idle_s: int = Field(default=1800, ge=60)  # a console session ends after this long without a request
     console_max_age_s: int = Field(default=12 * 3600, ge=300)  # ... and this long after sign-in, whatever happens
-    signin_failures_per_account: int = Field(default=5, ge=1)  # failed sign-ins per username per window
-    signin_failures_per_address: int = Field(default=20, ge=1)  # failed sign-ins per client address per window
-    signin_window_s: int = Field(default=900, ge=60)
+    signin_failures_per_account: int = Field(default=5, ge=0)  # failed sign-ins per username per window
+    signin_failures_per_address: int = Field(default=20, ge=0)  # failed sign-ins per client address per window
+    signin_window_s: int = Field(default=900, ge=1)
     # Handoff: an operator takes a conversation over from the console; the bot is silent meanwhile.
     handoff_idle_s: int = Field(default=900, ge=30)  # no operator activity this long: the bot answers again
     # A user message containing one of these (case-insensitive, "|"-separated) asks for a person.
@@ -153,7 +157,11 @@ class Settings(BaseSettings):
     inbox_consumer: bool = True  # run turn consumers in the gateway process too (false: workers only)
     inbox_concurrency: int = Field(default=64, ge=1)  # turns one process runs at once
     inbox_reclaim_s: float = Field(default=30.0, gt=0)  # a dead consumer's deliveries are resumed after this
-    inbox_max_attempts: int = Field(default=5, ge=1)  # then a delivery that keeps failing is dead-lettered
+    # Inbox retries (vendor outages): a delivery that fails for a reason that may pass waits and is tried
+    # again, with exponential backoff (jittered, capped), until the window since its first failure is over
+    inbox_retry_window_s: float = Field(default=1800.0, gt=0)  # then it is dead-lettered with its reason
+    inbox_retry_first_s: float = Field(default=2.0, gt=0)  # the first wait, doubled per failure
+    inbox_retry_max_s: float = Field(default=300.0, gt=0)  # the longest wait between two tries
     telegram_register_webhook: bool = False  # call setWebhook(PUBLIC_URL/channels/telegram/webhook) on start
     channel_welcome_message: str = "Hi! Ask me anything and I'll do my best to help."
     channel_unsupported_message: str = (
@@ -221,6 +229,56 @@ class Settings(BaseSettings):
     # (the same, and channels append a numbered source list), none; verify removes [N] naming no source.
     citations_format: CitationFormat = "structured"
     citations_verify: bool = True
+    # HTTP surface (issue 15, the fuzzed OpenAPI): a console live-update stream (/admin/conversations/events) ends
+    # after this long and the browser reconnects at once, so an open tab never holds a shutdown longer than this.
+    console_events_life_s: float = Field(default=15.0, gt=0, le=3600)
+
+    # Rate limits (README "Rate limits"): counted in Redis, shared by every replica; a count of 0 turns one off.
+    # The client address is the socket's peer; X-Forwarded-For is believed only from these proxies.
+    trusted_proxies: str = ""  # comma-separated addresses or CIDRs of the proxies in front of the gateway
+    webchat_sessions_per_address: int = Field(default=30, ge=0)  # new web-chat sessions per address per window
+    webchat_sessions_window_s: int = Field(default=60, ge=1)
+    webchat_messages_per_address: int = Field(default=120, ge=0)  # web-chat messages per address per window
+    webchat_messages_per_session: int = Field(default=20, ge=0)  # ... and per session per window
+    webchat_messages_window_s: int = Field(default=60, ge=1)
+    admin_token_failures_per_address: int = Field(default=10, ge=0)  # then even the right token waits
+    admin_token_failures_window_s: int = Field(default=300, ge=1)
+    webchat_idle_ttl_s: int = Field(default=30 * 24 * 3600, ge=1)  # an unused web-chat session and persona expire
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxies_are_addresses(cls, value: str) -> str:
+        for part in filter(None, (p.strip() for p in value.split(","))):
+            try:
+                ipaddress.ip_network(part, strict=False)
+            except ValueError:
+                raise ValueError(f"{part!r} is not an address or CIDR") from None
+        return value
+
+    # Exposure: secrets and headers (README "Exposed to the internet: headers, CORS, docs, metrics")
+    widget_origins: str = "*"  # comma-separated origins whose pages may call /api/chat and frame /chat; * any
+    api_docs: bool = True  # false: no /docs, /redoc or /openapi.json
+    metrics_token: SecretStr | None = None  # set: GET /metrics needs Authorization: Bearer <token>
+
+    # Turn speed: at most this many turns per process in their CPU-heavy phases at once (accepting a
+    # message, reading memory, building the prompt), so webhook acks in the same process are not queued
+    # behind a burst of turns; slow waits (lock, retrieval, LLM, vendor) hold no slot. 0: no bound
+    turn_cpu_slots: int = Field(default=4, ge=0)
+
+    def secret_values(self) -> list[str]:
+        """Every configured secret (tokens, keys, passwords, signing secrets), for log redaction."""
+        found: list[str] = []
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            values = value.values() if isinstance(value, dict) else [value]
+            found += [v.get_secret_value() for v in values if isinstance(v, SecretStr) and v.get_secret_value()]
+        return found
+
+    @property
+    def widget_origin_list(self) -> list[str]:
+        """The configured widget origins, ``["*"]`` for any."""
+        origins = [o.strip().rstrip("/") for o in self.widget_origins.split(",") if o.strip()]
+        return ["*"] if not origins or "*" in origins else origins
 
     def retrieval_controls(self) -> RetrievalControls:
         """The controls these settings give (validated: a bad value raises, naming the field)."""

@@ -10,6 +10,7 @@ from gateway.agents.api_keys import ApiKeyCreate
 from gateway.core.errors import BadRequest, InvalidInput, NotFound
 from gateway.http.auth import require_admin
 from gateway.http.json_body import AdminRoute, read_json
+from gateway.http.responses import json_body
 from gateway.services import Services
 
 __all__ = ["router"]
@@ -35,7 +36,7 @@ async def _spec(request: Request, services: Services) -> ApiKeyCreate:
     return spec
 
 
-@router.post("", status_code=201)
+@router.post("", status_code=201, openapi_extra=json_body(ApiKeyCreate))
 async def create_key(request: Request, services: Services = Depends(require_admin)) -> dict:
     spec = await _spec(request, services)
     try:

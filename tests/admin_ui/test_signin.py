@@ -123,3 +123,21 @@ def test_switchboard_admin_create_user_makes_an_account_that_can_sign_in(console
     assert "already exists" in capsys.readouterr().err
     with _client(console) as client:
         assert sign_in(client, "bob", "bob's long password").status_code == 303
+
+
+def test_failed_sign_ins_are_limited_per_address_on_every_replica(settings):
+    from pydantic import SecretStr
+
+    from gateway.http.app import create_app
+    from tests.fakes.live_server import LiveServer
+
+    configured = settings.model_copy(update={"admin_password": SecretStr(PASSWORD), "admin_user": "root",
+                                             "signin_failures_per_address": 3, "signin_window_s": 60})
+    with LiveServer(create_app(configured)) as one, LiveServer(create_app(configured)) as two, \
+            httpx.Client(base_url=one.url, timeout=20) as a, httpx.Client(base_url=two.url, timeout=20) as b:
+        assert [sign_in(a, name, "wrong password!").status_code for name in ("ann", "bob")] == [401, 401]
+        assert sign_in(b, "cid", "wrong password!").status_code == 401  # three accounts, one address
+        blocked = sign_in(b, "root", PASSWORD)
+        assert blocked.status_code == 429 and 1 <= int(blocked.headers["retry-after"]) <= 60
+        assert "Too many failed sign-ins. Try again in" in blocked.text and 'value="root"' in blocked.text
+        assert 'switchboard_rate_limited_total{limit="signin-address"} 1.0' in b.get("/metrics").text

@@ -103,8 +103,9 @@ def test_past_its_limit_a_key_gets_429_with_retry_after(api):
     limited = api.get(url, headers=_bearer(limited_key))
     _refused(limited, 429, "rate_limited")
     assert 1 <= int(limited.headers["retry-after"]) <= 60
-    assert "2 calls a minute" in limited.json()["message"]
+    assert "calls with one API key: 2 per 60 s" in limited.json()["message"]
     assert api.get(url, headers=_bearer(other_key)).status_code == 200  # each key has its own count
+    assert 'switchboard_rate_limited_total{limit="api-key"} 1.0' in api.get("/metrics").text
 
 
 def test_key_requests_are_validated(api):
