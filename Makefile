@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEVSTAMP := $(VENV)/.installed-dev
 
-.PHONY: run test lint bench services clean
+.PHONY: run test fuzz lint bench services clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,7 +34,12 @@ services:
 test: $(DEVSTAMP) services
 	$(BIN)/ruff check gateway channels rag_core admin_ui tests bench
 	$(BIN)/lint-imports
-	$(BIN)/pytest -q -p no:cacheprovider
+	$(BIN)/pytest -q -p no:cacheprovider -n 2 --durations=15
+
+# The schemathesis run of `make test` (tests/gateway/http/test_fuzz.py) with a large example budget.
+FUZZ_MAX_EXAMPLES ?= 200
+fuzz: $(DEVSTAMP) services
+	FUZZ_MAX_EXAMPLES=$(FUZZ_MAX_EXAMPLES) $(BIN)/pytest -q -s -p no:cacheprovider tests/gateway/http/test_fuzz.py
 
 bench: $(DEVSTAMP) services
 	$(BIN)/python bench/retrieval.py

@@ -21,9 +21,6 @@ from gateway.core.models import Message, Role, TurnTrace
 
 router = APIRouter(prefix=f"{PREFIX}/conversations")
 KEEP_ALIVE_S = 5.0
-# A stream ends after this long and the browser reconnects at once (then re-reads the page part): an open
-# console tab never holds a server's shutdown for longer than this.
-STREAM_LIFE_S = 15.0
 SELECTED_BY = {"llm_select": "LLM selection", "hybrid_llm": "LLM selection", "queued": "queued job",
                "agentic": "the model's tool calls"}
 
@@ -45,7 +42,10 @@ async def conversations(request: Request, signed: Signed = Depends(signed_in)) -
     return page(request, "conversations.html", signed, **context)
 
 
-@router.get("/events")
+@router.get("/events", response_class=StreamingResponse, responses={200: {
+    "description": "Server-sent events: which conversation changed", "content": {"text/event-stream": {"schema": {
+        "type": "object", "properties": {"conversation_id": {"type": "string"}, "message_id": {"type": "string"},
+                                         "role": {"type": "string"}, "handoff": {}}}}}}})
 async def events(request: Request, signed: Signed = Depends(signed_in)) -> StreamingResponse:
     """Server-sent events: which conversation changed (a message stored or updated, a handoff)."""
     return StreamingResponse(_stream(request, signed, request.query_params.get("conversation")),
@@ -56,7 +56,8 @@ async def _stream(request: Request, signed: Signed, only: str | None) -> AsyncIt
     feed = signed.services.live_feed
     assert feed is not None
     loop = asyncio.get_running_loop()
-    ends = loop.time() + STREAM_LIFE_S
+    # then the browser reconnects at once (and re-reads the page part): SWITCHBOARD_CONSOLE_EVENTS_LIFE_S
+    ends = loop.time() + signed.services.settings.console_events_life_s
     async with feed.listen() as queue:
         yield "retry: 250\n: connected\n\n"
         while not await request.is_disconnected() and loop.time() < ends:

@@ -26,7 +26,7 @@ async def knowledge_page(request: Request, signed: Signed, status_code: int = 20
     knowledge = signed.services.knowledge
     assert knowledge is not None
     kb = request.query_params.get("kb") or context.pop("kb", "main")
-    problems = []
+    problems = list(context.pop("problems", []))  # what the caller refused, then what the page cannot read
     try:
         bases = [await knowledge.bases.describe(info.name, count_retrieval=False)
                  for info in await knowledge.bases.catalog.all()]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import redis
 from fastapi import FastAPI, Request
-from fastapi.responses import RedirectResponse, Response
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from admin_ui import (
@@ -25,6 +25,16 @@ from admin_ui import (
 from admin_ui.render import page
 from admin_ui.security import PREFIX, BadCsrf, NotAllowed, SecurityHeaders, SignInRequired, sign_in_url
 from gateway.channel import ChannelContext, GatewayError, failure
+from gateway.http.responses import ERROR_JSON, error_responses
+
+_HTML = {"text/html": {"schema": {"type": "string"}}}
+# A console page answers HTML, errors included (a page saying what was refused); what is refused before
+# the page's code runs (an oversized body, a malformed query) gets the gateway's JSON error body.
+CONSOLE_RESPONSES = {
+    303: {"description": "To sign-in without a live session; after a form is handled, to the page that shows it"},
+    **{status: {**{k: v for k, v in entry.items() if k != "model"}, "content": {**_HTML, **ERROR_JSON}}
+       for status, entry in error_responses(400, 401, 403, 404, 409, 413, 415, 422, 429, 503).items()},
+}
 
 
 async def _sign_in(request: Request, exc: SignInRequired) -> Response:
@@ -68,4 +78,4 @@ def install(app: FastAPI, context: ChannelContext) -> None:
         app.add_exception_handler(error, _console_failures(app.exception_handlers[error]))
     app.mount(f"{PREFIX}/static", StaticFiles(directory=Path(__file__).parent / "static"), name="console-static")
     for module in (signin, overview, operators, topics, kb_jobs, knowledge, inbox, conversations, prompt, live_data):
-        app.include_router(module.router)
+        app.include_router(module.router, default_response_class=HTMLResponse, responses=CONSOLE_RESPONSES)

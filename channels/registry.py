@@ -10,7 +10,7 @@ from fastapi import APIRouter, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from starlette.routing import Route
 
-from gateway.channel import ChannelAdapter, ChannelContext, InboxHandler, Settings
+from gateway.channel import PUBLIC, ChannelAdapter, ChannelContext, InboxHandler, Settings, describe_operation
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,13 @@ def _mount(app: FastAPI, router: APIRouter) -> None:
     webhooks = [route for route in router.routes if type(route) is Route]
     app.router.routes[:0] = webhooks
     router.routes = [route for route in router.routes if type(route) is not Route]
-    app.include_router(router)
+    app.include_router(router, responses=PUBLIC)
+
+
+def _describe_webhooks(app: FastAPI, name: str) -> None:
+    """A vendor module's ``WEBHOOKS`` (path → OpenAPI operation) go into the app's document."""
+    for path, operation in getattr(import_module(CHANNELS[name].module), "WEBHOOKS", {}).items():
+        describe_operation(app, path, "post", operation)
 
 
 def _register_handlers(context: ChannelContext, adapters: dict[str, ChannelAdapter]) -> None:
@@ -85,16 +91,17 @@ def install(app: FastAPI, context: ChannelContext) -> None:
     """The ``switchboard.plugins`` entry point: mount every configured channel on the app."""
     adapters = build_adapters(context)
     _register_handlers(context, adapters)
-    for adapter in adapters.values():
+    for name, adapter in adapters.items():
         _mount(app, adapter.router())
+        _describe_webhooks(app, name)
         context.on_start.append(adapter.start)
         context.on_stop.append(adapter.stop)
     app.state.channels = adapters
-    # The widget talks to /api/chat from any site that embeds it; auth is the session bearer token
-    # (no cookies), so any origin may call it.
+    # The widget talks to /api/chat from the sites that embed it (SWITCHBOARD_WIDGET_ORIGINS, default any);
+    # auth is the session bearer token (no cookies).
     app.add_middleware(
         CORSMiddleware,
-        allow_origins=["*"],
+        allow_origins=context.settings.widget_origin_list,
         allow_methods=["GET", "POST", "OPTIONS"],
         allow_headers=["Authorization", "Content-Type"],
     )

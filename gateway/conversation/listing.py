@@ -17,6 +17,7 @@ STATUSES: dict[str, str] = {
     "bot": "Bot answering", "waiting": "Waiting for an operator", "human": "Handed off", "ended": "Ended",
 }
 PAGE_SIZE = 50
+MAX_OFFSET = 1_000_000  # Redis refuses a range start past 64 bits; no one pages this deep
 SCAN_BATCH = 1000
 
 
@@ -30,7 +31,7 @@ class Filters:
     @classmethod
     def of(cls, params) -> Filters:
         try:
-            offset = max(0, int(params.get("offset", "0")))
+            offset = min(max(0, int(params.get("offset", "0"))), MAX_OFFSET)
         except ValueError:
             offset = 0
         status = params.get("status", "")

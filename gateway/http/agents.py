@@ -22,7 +22,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import ValidationError
 
-from gateway.agents.definitions import AgentConfig, AgentVersion
+from gateway.agents.definitions import AgentConfig, AgentCreate, AgentVersion
 from gateway.agents.guardrails import CATALOG
 from gateway.agents.runner import InvokeResult
 from gateway.core.errors import BadRequest, InvalidInput
@@ -30,6 +30,7 @@ from gateway.http.agent_auth import authorize_caller, require_agent_key
 from gateway.http.auth import bearer_token, require_admin, services_of
 from gateway.http.errors import failure
 from gateway.http.json_body import AdminRoute, JSONBodyRoute, read_json
+from gateway.http.responses import json_body
 from gateway.services import Services
 
 log = logging.getLogger(__name__)
@@ -57,7 +58,7 @@ async def list_agents(services: Services = Depends(require_admin)) -> dict:
     return {"agents": [a.model_dump(by_alias=True, mode="json") for a in await services.agents.list()]}
 
 
-@admin.post("/v1/agents", status_code=201)
+@admin.post("/v1/agents", status_code=201, openapi_extra=json_body(AgentCreate))
 async def create_agent(request: Request, services: Services = Depends(require_admin)) -> dict:
     data = await read_json(request)
     if not isinstance(data, dict):
@@ -70,7 +71,8 @@ async def get_agent(agent_id: str, services: Services = Depends(require_admin)) 
     return (await services.agents.get(agent_id)).model_dump(by_alias=True, mode="json")
 
 
-@admin.patch("/v1/agents/{agent_id}")
+@admin.patch("/v1/agents/{agent_id}",
+             openapi_extra=json_body({"type": "object", "description": "The fields of the definition to change"}))
 async def patch_agent(agent_id: str, request: Request, services: Services = Depends(require_admin)) -> dict:
     data = await read_json(request)
     if not isinstance(data, dict):
@@ -160,14 +162,26 @@ def response_json(result: InvokeResult, *, completed: bool = False) -> dict:
             "customOutputs": custom}
 
 
-@callers.post("/v1/agents/{agent_id}/versions/{version_id}/invoke")
+_INVOKE = json_body({"type": "object", "required": ["messages"], "properties": {
+    "messages": {"type": "array", "items": {"type": "object", "properties": {
+        "role": {"type": "string", "enum": ["user", "assistant"]}, "content": {"type": "string"}}}},
+    "guardrails": {"type": "array", "items": {"type": "string"}},
+    **{name: {"description": "Overrides the version's config for this call"} for name in OVERRIDES}}})
+_SESSION = {"parameters": [{"name": "X-Session-ID", "in": "header", "required": False,
+                            "schema": {"type": "string", "format": "uuid"},
+                            "description": "A UUID you keep: calls with it share the conversation's memory"}]}
+
+
+@callers.post("/v1/agents/{agent_id}/versions/{version_id}/invoke", openapi_extra={**_INVOKE, **_SESSION})
 async def invoke(agent_id: str, version_id: str, request: Request) -> dict:
     services, version, config, messages, session = await prepared(request, agent_id, version_id)
     result = await services.agent_runner.invoke(version, config, messages, session)
     return response_json(result)
 
 
-@callers.post("/v1/agents/{agent_id}/versions/{version_id}/invoke-stream")
+@callers.post("/v1/agents/{agent_id}/versions/{version_id}/invoke-stream", openapi_extra={**_INVOKE, **_SESSION},
+              response_class=StreamingResponse, responses={200: {"description": "One JSON object a line", "content": {
+                  "application/x-ndjson": {"schema": {"type": "string"}}}}})
 async def invoke_stream(agent_id: str, version_id: str, request: Request) -> StreamingResponse:
     services, version, config, messages, session = await prepared(request, agent_id, version_id)
     return StreamingResponse(_ndjson(services, version, config, messages, session),

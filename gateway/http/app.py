@@ -25,7 +25,10 @@ from gateway.http.knowledge import IMPORT_PATH
 from gateway.http.knowledge import router as knowledge_router
 from gateway.http.knowledge_bases import router as knowledge_bases_router
 from gateway.http.live_routes import include_live_routes
+from gateway.http.openapi import install_openapi
 from gateway.http.plugins import install_plugins
+from gateway.http.responses import ADMIN, CALLER
+from gateway.http.security_headers import SecurityHeaders
 from gateway.services import Services
 
 log = logging.getLogger(__name__)
@@ -51,7 +54,9 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
             await services.aclose()
             gc.unfreeze()  # an app embedded in a longer-lived process (tests, a host) leaves nothing pinned
 
-    app = FastAPI(title="Switchboard", version="0.1.0", lifespan=lifespan)
+    docs = settings.api_docs  # SWITCHBOARD_API_DOCS=false: no /docs, /redoc or /openapi.json
+    app = FastAPI(title="Switchboard", version="0.1.0", lifespan=lifespan, docs_url="/docs" if docs else None,
+                  redoc_url="/redoc" if docs else None, openapi_url="/openapi.json" if docs else None)
     app.state.services = services
     install_error_handlers(app)
     # Outside every route (channels' vendor webhooks and the web chat included): an oversized body
@@ -65,15 +70,13 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         }
     )
     app.include_router(health_router)
-    app.include_router(knowledge_router)
-    app.include_router(knowledge_bases_router)
-    app.include_router(documents_router)
-    app.include_router(kb_jobs_router)
-    app.include_router(conversations_router)
-    app.include_router(agent_api.admin)
-    app.include_router(agent_api.callers)
-    app.include_router(api_keys_api.router)
-    app.include_router(openai_compat.router)
+    for admin_router in (knowledge_router, knowledge_bases_router, documents_router, kb_jobs_router,
+                         conversations_router, agent_api.admin, api_keys_api.router):
+        app.include_router(admin_router, responses=ADMIN)
+    app.include_router(agent_api.callers, responses=CALLER)
+    app.include_router(openai_compat.router, responses=CALLER)
     include_live_routes(app)
     install_plugins(app, services)
+    install_openapi(app)
+    app.add_middleware(SecurityHeaders)  # added last: outermost, so every response passes it
     return app

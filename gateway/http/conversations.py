@@ -8,7 +8,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 
-from gateway.conversation.listing import STATUSES, Filters
+from gateway.conversation.listing import MAX_OFFSET, STATUSES, Filters
 from gateway.http.auth import require_admin
 from gateway.http.json_body import AdminRoute
 from gateway.services import Services
@@ -25,7 +25,8 @@ class OperatorReply(OperatorAction):
 
 
 @router.get("")
-async def list_conversations(channel: str = "", status: str = "", q: str = "", offset: int = Query(0, ge=0),
+async def list_conversations(channel: str = "", status: str = "", q: str = "",
+                             offset: int = Query(0, ge=0, le=MAX_OFFSET),
                              services: Services = Depends(require_admin)) -> dict:
     assert services.conversations is not None
     rows, more = await services.conversations.page(

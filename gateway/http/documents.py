@@ -14,6 +14,7 @@ from gateway.core.errors import BadRequest, InvalidInput
 from gateway.http.auth import require_admin
 from gateway.http.json_body import AdminRoute
 from gateway.http.knowledge import kb_call
+from gateway.http.responses import ERROR_JSON, json_body
 from gateway.knowledge.documents import check_format
 from gateway.services import Services
 from rag_core.document_ingestion import IngestOutcome
@@ -22,6 +23,16 @@ router = APIRouter(prefix="/api/kb/documents", route_class=AdminRoute)
 UPLOAD_PATH = "/api/kb/documents"
 PREVIEW_PATH = "/api/kb/documents/preview"
 MAX_FILES = 100
+_FILES = json_body({"type": "object", "required": ["file"], "properties": {
+    "file": {"type": "array", "items": {"type": "string", "format": "binary"}}}}, media_type="multipart/form-data")
+_UPLOADED = {"type": "object", "properties": {"job": {"type": "string"}, "documents": {"type": "array"},
+                                              "message": {"type": "string"}}}
+# 201 when every file is ingested; 422 is either the usual error body or, when a file failed, the upload's result.
+_UPLOAD_ANSWERS = {
+    201: {"description": "Every file ingested (or unchanged)", "content": {"application/json": {"schema": _UPLOADED}}},
+    422: {"description": "A field is out of range, or a file failed (each failed document says why)", "content": {
+        "application/json": {"schema": {"anyOf": [ERROR_JSON["application/json"]["schema"], _UPLOADED]}}}},
+}
 
 
 def _chunking(chunking: str | None, chunk_tokens: int | None, overlap_tokens: int | None) -> dict[str, Any] | None:
@@ -47,7 +58,7 @@ def _outcome(outcome: IngestOutcome) -> dict[str, Any]:
     return outcome.model_dump(mode="json")
 
 
-@router.post("")
+@router.post("", status_code=201, openapi_extra=_FILES, responses=_UPLOAD_ANSWERS)
 async def upload(
     request: Request, response: Response, kb: str = "main",
     chunking: Literal["recursive", "paragraph", "sentence", "fixed"] | None = None,
@@ -94,7 +105,7 @@ async def upload(
     return body
 
 
-@router.post("/preview")
+@router.post("/preview", openapi_extra=_FILES)
 async def preview(
     request: Request, kb: str = "main",
     chunking: Literal["recursive", "paragraph", "sentence", "fixed"] | None = None,

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from gateway.core.errors import BadRequest, Forbidden, InvalidInput, NotFound, PayloadTooLarge, Unauthorized
 from gateway.http.auth import services_of
 from gateway.http.json_body import InvalidJSON, JSONBodyRoute, decode_json
+from gateway.http.responses import json_body
 from gateway.live.data_injection import CALLBACK_FEED
 from gateway.live.feeds import FeedPayload
 from gateway.live.sections import validate_section_name
@@ -32,7 +33,14 @@ async def _body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-@router.post("/{feed}")
+_SIGNED = {"parameters": [
+    {"name": "X-Switchboard-Timestamp", "in": "header", "required": False, "schema": {"type": "string"},
+     "description": "Unix seconds"},
+    {"name": "X-Switchboard-Signature", "in": "header", "required": False, "schema": {"type": "string"},
+     "description": "sha256=<hex HMAC-SHA256(secret, timestamp + '.' + raw body)>"}]}
+
+
+@router.post("/{feed}", openapi_extra={**json_body(FeedPayload), **_SIGNED})
 async def receive_feed(feed: str, request: Request) -> dict:
     services = services_of(request)
     live = services.live

@@ -1,4 +1,5 @@
-"""``GET /api/inbox``: what waits for a turn consumer and what was dead-lettered; retry a dead letter (admin)."""
+"""``GET /api/inbox``: what waits for a turn consumer (and why: ``waiting``) and what was dead-lettered;
+retry a dead letter (admin)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ _STREAM_ID = re.compile(r"\d{1,20}-\d{1,20}")
 async def inbox_state(services: Services = Depends(require_admin)) -> dict:
     assert services.inbox is not None
     stats = await services.inbox.stats()
-    return {**asdict(stats), "dead_letters": await services.inbox.dead_letters()}
+    waiting = [w.public() for w in await services.inbox.retries.all()]
+    return {**asdict(stats), "waiting": waiting, "dead_letters": await services.inbox.dead_letters()}
 
 
 @router.post("/dead/{dead_id}/retry")

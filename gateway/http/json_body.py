@@ -162,7 +162,7 @@ class AdminRoute(JSONBodyRoute):
         handler = super().get_route_handler()
 
         async def route_handler(request: Request) -> Response:
-            require_admin(request)
+            await require_admin(request)
             return await handler(request)
 
         return route_handler

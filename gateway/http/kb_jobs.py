@@ -11,6 +11,7 @@ from gateway.core.errors import InvalidInput, NotFound
 from gateway.http.auth import require_admin
 from gateway.http.json_body import AdminRoute, read_json
 from gateway.http.knowledge import kb_call
+from gateway.http.responses import json_body
 from gateway.knowledge.crawler import CrawlLimits
 from gateway.knowledge.websites import parse_sites
 from gateway.services import Services
@@ -38,7 +39,12 @@ async def get_job(job_id: str, services: Services = Depends(require_admin)) -> d
     return job.model_dump(mode="json")
 
 
-@router.post("/crawl", status_code=202)
+_CRAWL = {"type": "object", "required": ["url"], "additionalProperties": False, "properties": {
+    "url": {"type": "string"}, "kb": {"type": "string"}, "max_depth": {"type": "integer"},
+    "max_pages": {"type": "integer"}, "instructions": {"type": "string"}}}
+
+
+@router.post("/crawl", status_code=202, openapi_extra=json_body(_CRAWL))
 async def crawl(request: Request, services: Services = Depends(require_admin)) -> dict:
     """``{"url", "kb"?, "max_depth"?, "max_pages"?, "instructions"?}`` → the queued crawl job."""
     data: Any = await read_json(request)

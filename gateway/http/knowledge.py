@@ -12,6 +12,7 @@ from pydantic.fields import FieldInfo
 from gateway.core.errors import BadRequest, InvalidInput, NotFound, PayloadTooLarge, ServiceUnavailable
 from gateway.http.auth import require_admin
 from gateway.http.json_body import AdminRoute, decode_json, read_json
+from gateway.http.responses import json_body, model_schema
 from gateway.knowledge.search import MAX_QUERY_CHARS
 from gateway.services import Services
 from rag_core.controls import CONTROL_FIELDS, RetrievalControls
@@ -115,7 +116,11 @@ async def list_topics(
     return {"topics": [_topic_json(t) for t in page.topics], "next_offset": page.next_offset, "total": total}
 
 
-@router.post("/topics", status_code=201)
+_TOPIC = model_schema(Topic)
+
+
+@router.post("/topics", status_code=201,
+             openapi_extra=json_body({"oneOf": [_TOPIC, {"type": "array", "items": _TOPIC}]}))
 async def create_topics(request: Request, kb: str = MAIN_KB, services: Services = Depends(require_admin)) -> dict:
     """One topic object, or a list of them; every one is validated before any is written."""
     data = await read_json(request)
@@ -138,7 +143,7 @@ async def get_topic(source: str, kb: str = MAIN_KB, services: Services = Depends
     return _topic_json(topic)
 
 
-@router.put("/topics/{source}")
+@router.put("/topics/{source}", openapi_extra=json_body(_TOPIC))
 async def put_topic(
     source: str, request: Request, kb: str = MAIN_KB, services: Services = Depends(require_admin)
 ) -> dict:
@@ -155,7 +160,7 @@ async def delete_topic(source: str, kb: str = MAIN_KB, services: Services = Depe
     return Response(status_code=204)
 
 
-@router.post("/import")
+@router.post("/import", openapi_extra=json_body({"type": "string"}, media_type="text/plain"))
 async def import_file(
     request: Request, format: Literal["jsonl", "markdown"], kb: str = MAIN_KB,
     services: Services = Depends(require_admin),

@@ -10,6 +10,7 @@ from gateway.core.errors import InvalidInput
 from gateway.http.auth import require_admin
 from gateway.http.json_body import AdminRoute, read_json
 from gateway.http.knowledge import kb_call
+from gateway.http.responses import json_body
 from gateway.knowledge.bases import KnowledgeBaseDescription
 from gateway.services import Services
 
@@ -40,7 +41,12 @@ async def list_bases(services: Services = Depends(require_admin)) -> dict:
     return {"bases": [_described(await kb_call(bases.describe(name))) for name in names]}
 
 
-@router.post("", status_code=201)
+_BASE = {"type": "object", "properties": {
+    "name": {"type": "string"}, "description": {"type": "string"},
+    "chunking": {"type": "object", "description": "Chunk size and overlap for this base's documents"}}}
+
+
+@router.post("", status_code=201, openapi_extra=json_body({**_BASE, "required": ["name"]}))
 async def create_base(request: Request, services: Services = Depends(require_admin)) -> dict:
     data = _object(await read_json(request))
     name = data.get("name")
@@ -56,7 +62,7 @@ async def describe_base(name: str, services: Services = Depends(require_admin)) 
     return _described(await kb_call(services.knowledge.bases.describe(name)))
 
 
-@router.patch("/{name}")
+@router.patch("/{name}", openapi_extra=json_body(_BASE))
 async def change_base(name: str, request: Request, services: Services = Depends(require_admin)) -> dict:
     data = _object(await read_json(request))
     if data.get("name", name) != name:

@@ -27,6 +27,7 @@ from gateway.http.agents import session_of
 from gateway.http.auth import bearer_token, services_of
 from gateway.http.errors import failure
 from gateway.http.json_body import JSONBodyRoute, read_json
+from gateway.http.responses import json_body
 
 log = logging.getLogger(__name__)
 router = APIRouter(route_class=JSONBodyRoute)
@@ -56,7 +57,17 @@ async def models(request: Request) -> dict:
         for a in names]}
 
 
-@router.post("/v1/chat/completions")
+_COMPLETION_REQUEST = json_body({"type": "object", "required": ["model", "messages"], "properties": {
+    "model": {"type": "string", "description": "The agent's name, optionally @version"},
+    "messages": {"type": "array", "items": {"type": "object"}}, "stream": {"type": "boolean"},
+    "user": {"type": "string"}}})
+_COMPLETION = {200: {"description": "A chat.completion; with stream, server-sent events of chunks", "content": {
+    "application/json": {"schema": {"type": "object"}},
+    # each event's data: a chat.completion.chunk, and "[DONE]" last
+    "text/event-stream": {"schema": {"anyOf": [{"type": "object"}, {"type": "string", "enum": ["[DONE]"]}]}}}}}
+
+
+@router.post("/v1/chat/completions", openapi_extra=_COMPLETION_REQUEST, responses=_COMPLETION)
 async def chat_completions(request: Request):
     services = services_of(request)
     body: Any = await read_json(request)

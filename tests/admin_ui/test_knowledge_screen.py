@@ -85,6 +85,18 @@ def test_documents_reingest_and_delete(root):
     assert root.get("/api/kb/documents", headers=ADMIN).json()["documents"] == []
 
 
+def test_an_action_on_an_unknown_document_or_an_unknown_action_says_why_on_the_page(root):
+    csrf = csrf_of(root.get("/admin/knowledge").text)
+    missing = root.post("/admin/knowledge/documents/nope/delete", data={"csrf_token": csrf})
+    assert missing.status_code == 422 and "no document with id &#39;nope&#39;" in missing.text
+    root.post("/admin/knowledge/upload", data={"csrf_token": csrf, "kb": "main"},
+              files=[("files", ("guide.md", b"# Guide\n\nA day costs 35 euros.\n"))])
+    [doc] = root.get("/api/kb/documents", headers=ADMIN).json()["documents"]
+    odd = root.post(f"/admin/knowledge/documents/{doc['id']}/shred", data={"csrf_token": csrf})
+    assert odd.status_code == 404 and "No action &#39;shred&#39;" in odd.text
+    assert [d["id"] for d in root.get("/api/kb/documents", headers=ADMIN).json()["documents"]] == [doc["id"]]
+
+
 def wait_for_jobs(client: httpx.Client, timeout_s: float = 30.0) -> str:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

@@ -129,3 +129,10 @@ def test_the_gateway_still_answers_after_every_refusal(client):
         assert client.post("/api/kb/search", content=raw, headers=JSON).status_code == 400
     assert client.post("/api/kb/topics", json=TOPIC).json()["created"] == ["hours"]
     assert client.post("/api/kb/search", json={"query": "opening hours"}).json()["results"][0]["source"] == "hours"
+
+
+def test_a_conversation_list_offset_past_64_bits_is_422_not_a_redis_error(client):
+    # found by the fuzzer: Redis refuses a range start that does not fit 64 bits, which was a 500
+    _refused(client.get("/api/conversations", params={"offset": str(2**70)}), 422, "offset")
+    listed = client.get("/api/conversations", params={"offset": "1000000"})
+    assert listed.status_code == 200 and listed.json()["conversations"] == []
