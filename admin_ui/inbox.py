@@ -1,9 +1,10 @@
-"""The inbox: deliveries waiting and in flight, dead letters with their reason; "Retry" (admins)
-queues a dead letter again — the same calls as ``/api/inbox``."""
+"""The inbox: deliveries waiting (why, and when they are tried next) and in flight, dead letters
+with their reason; "Retry" (admins) queues a dead letter again — the same calls as ``/api/inbox``."""
 
 from __future__ import annotations
 
 import re
+import time
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import RedirectResponse, Response
@@ -20,6 +21,7 @@ async def inbox(request: Request, signed: Signed = Depends(signed_in)) -> Respon
     stream = signed.services.inbox
     assert stream is not None
     return page(request, "inbox.html", signed, stats=await stream.stats(), dead=await stream.dead_letters(),
+                waiting=await stream.retries.all(), now=time.time(),
                 done=request.query_params.get("done"), error=request.query_params.get("error"))
 
 

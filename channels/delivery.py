@@ -25,18 +25,22 @@ ChannelRetryable = (ChannelRateLimited, ChannelUnavailable)
 
 
 async def deliver_parts(
-    parts: Sequence[str], send: Callable[[str], Awaitable[str]], policy: RetryPolicy, *, what: str
+    parts: Sequence[str], send: Callable[..., Awaitable[str]], policy: RetryPolicy, *, what: str,
+    key: str | None = None,
 ) -> DeliveryReport:
-    """Send every part in order (each with retries); stop at the first part that finally fails."""
+    """Send every part in order (each with retries); stop at the first part that finally fails. With
+    ``key`` (a vendor idempotency key), part ``i`` is sent as ``send(part, f"{key}:{i}")`` on every try."""
     sent: list[str] = []
     for i, part in enumerate(parts, 1):
+        args = (part,) if key is None else (part, f"{key}:{i}")
         try:
-            sent.append(await send_with_retry(lambda part=part: send(part), policy, what=f"{what} part {i}"))
+            sent.append(await send_with_retry(lambda args=args: send(*args), policy, what=f"{what} part {i}"))
         except ChannelDeliveryError as exc:
             where = f"part {i}/{len(parts)}: " if len(parts) > 1 else ""
             gave_up = f" (gave up after {policy.tries} tries)" if isinstance(exc, ChannelRetryable) else ""
             return DeliveryReport(
-                delivered=False, parts=len(parts), external_ids=tuple(sent), error=f"{where}{exc.message}{gave_up}"
+                delivered=False, parts=len(parts), external_ids=tuple(sent), error=f"{where}{exc.message}{gave_up}",
+                retryable=isinstance(exc, ChannelRetryable),
             )
     return DeliveryReport(delivered=True, parts=len(parts), external_ids=tuple(sent))
 

@@ -28,6 +28,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
+from channels import webhook_docs
 from channels.delivery import deliver_parts, reject_unverified, turn_runner
 from channels.errors import ChannelRateLimited, ChannelRejected, ChannelUnavailable
 from channels.outbound_retry import RetryPolicy
@@ -50,6 +51,8 @@ __all__ = ["SlackAdapter", "SlackEvent", "SlackSink", "build"]
 log = logging.getLogger(__name__)
 CHANNEL = "slack"
 EVENTS_PATH = "/channels/slack/events"
+# what the OpenAPI document says this vendor sends here (the routes read raw bodies)
+WEBHOOKS = {EVENTS_PATH: webhook_docs.SLACK_EVENTS}
 CAPABILITIES = Capabilities(max_length=40_000, markup="mrkdwn")
 _MENTION = re.compile(r"<@[UW][A-Z0-9]+(?:\|[^>]*)?>")
 QUEUED_EVENTS = ("app_mention", "message")

@@ -27,6 +27,7 @@ from aiogram.types import ReplyParameters, Update, User
 from fastapi import APIRouter, Request, Response
 from pydantic import ValidationError
 
+from channels import webhook_docs
 from channels.delivery import deliver_parts, reject_unverified, run_work, turn_runner
 from channels.errors import ChannelRateLimited, ChannelRejected, ChannelUnavailable
 from channels.outbound_retry import RetryPolicy, send_with_retry
@@ -61,6 +62,8 @@ __all__ = ["TelegramAdapter", "TelegramSink", "build"]
 
 log = logging.getLogger(__name__)
 WEBHOOK_PATH = "/channels/telegram/webhook"
+# what the OpenAPI document says this vendor sends here (the routes read raw bodies)
+WEBHOOKS = {WEBHOOK_PATH: webhook_docs.TELEGRAM_UPDATE}
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 ALLOWED_UPDATES = ["message", "edited_message"]
 CAPABILITIES = Capabilities(max_length=4096, markup="html", typing=True, edit=True)

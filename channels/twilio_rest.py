@@ -28,12 +28,19 @@ __all__ = ["CallWebhook", "SmsWebhook", "TwilioRest", "verified_form"]
 
 SIGNATURE_HEADER = "X-Twilio-Signature"
 SETTINGS_HEADER = "X-Twilio-Webhooks-Signature-Settings"
+# Twilio drops a repeated Messages create carrying the same token (a resumed turn's resend).
+IDEMPOTENCY_HEADER = "I-Twilio-Idempotency-Token"
 # twilio's exceptions drop the response headers; each send reads its own Retry-After from here
 _last_headers: contextvars.ContextVar[Any] = contextvars.ContextVar("twilio_last_headers", default=None)
+# twilio's create_async takes no extra headers; the send's idempotency token travels here
+_idempotency_token: contextvars.ContextVar[str | None] = contextvars.ContextVar("twilio_idempotency", default=None)
 
 
 class _HeaderKeepingHttpClient(AsyncTwilioHttpClient):
     async def request(self, *args: Any, **kwargs: Any) -> TwilioResponse:
+        token = _idempotency_token.get()
+        if token is not None:
+            kwargs["headers"] = {**(kwargs.get("headers") or {}), IDEMPOTENCY_HEADER: token}
         response = await super().request(*args, **kwargs)
         _last_headers.set(response.headers)
         return response
@@ -102,8 +109,9 @@ class TwilioRest:
         if self._http is not None:
             await self._http.close()
 
-    async def send_sms(self, to: str, body: str, from_: str | None = None) -> str:
+    async def send_sms(self, to: str, body: str, from_: str | None = None, idempotency_token: str | None = None) -> str:
         sender = from_ or self.from_number
+        token = _idempotency_token.set(idempotency_token)  # this task's context: no other send sees it
         try:
             message = await self._rest().messages.create_async(to=to, from_=sender, body=body)
         except TwilioRestException as exc:
@@ -117,6 +125,8 @@ class TwilioRest:
             raise ChannelRejected(detail) from exc
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise ChannelUnavailable(f"twilio Messages: {type(exc).__name__}: {exc}") from exc
+        finally:
+            _idempotency_token.reset(token)
         return str(message.sid)
 
 

@@ -16,6 +16,7 @@ from fastapi import APIRouter, Request, Response
 from pydantic import ValidationError
 from twilio.twiml.messaging_response import MessagingResponse
 
+from channels import webhook_docs
 from channels.delivery import deliver_parts, turn_runner
 from channels.errors import ChannelRejected
 from channels.outbound_retry import RetryPolicy
@@ -39,6 +40,8 @@ __all__ = ["OptOuts", "SmsSink", "TwilioSmsAdapter", "build", "keyword"]
 log = logging.getLogger(__name__)
 CHANNEL = "twilio_sms"
 SMS_PATH = "/channels/twilio/sms"
+# what the OpenAPI document says this vendor sends here (the routes read raw bodies)
+WEBHOOKS = {SMS_PATH: webhook_docs.TWILIO_SMS}
 CAPABILITIES = Capabilities(max_length=1600, markup="plain", citations="drop")
 # Twilio's default opt-out keywords (Advanced Opt-Out off or on, these are the standard sets)
 STOP_WORDS = frozenset({"STOP", "STOPALL", "UNSUBSCRIBE", "CANCEL", "END", "QUIT", "OPTOUT", "REVOKE"})
@@ -93,13 +96,17 @@ class SmsSink:
     async def delta(self, text: str) -> None:  # pragma: no cover - not streaming
         raise NotImplementedError
 
-    async def _send(self, part: str) -> str:
+    async def _send(self, part: str, idempotency_token: str | None = None) -> str:
         if await self.opt_outs.opted_out(self.to):
             raise ChannelRejected("recipient opted out (STOP)")
-        return await self.rest.send_sms(self.to, part, self.from_)
+        return await self.rest.send_sms(self.to, part, self.from_, idempotency_token)
 
     async def deliver(self, text: str) -> DeliveryReport:
         return await deliver_parts(render(text, CAPABILITIES), self._send, self.policy, what="twilio SMS")
+
+    async def deliver_keyed(self, text: str, key: str) -> DeliveryReport:
+        """Each part under Twilio's idempotency token ``<key>:<part>``: a resumed turn resends safely."""
+        return await deliver_parts(render(text, CAPABILITIES), self._send, self.policy, what="twilio SMS", key=key)
 
 
 class TwilioSmsAdapter:

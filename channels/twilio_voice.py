@@ -19,6 +19,7 @@ from fastapi import APIRouter, Request, Response
 from pydantic import ValidationError
 from twilio.twiml.voice_response import Gather, VoiceResponse
 
+from channels import webhook_docs
 from channels.delivery import turn_runner
 from channels.render import render
 from channels.twilio_rest import CallWebhook, twilio_configured, verified_form
@@ -39,6 +40,9 @@ CHANNEL = "twilio_voice"
 VOICE_PATH = "/channels/twilio/voice"
 TURN_PATH = VOICE_PATH + "/turn"
 STATUS_PATH = VOICE_PATH + "/status"
+# what the OpenAPI document says this vendor sends here (the routes read raw bodies)
+WEBHOOKS = {VOICE_PATH: webhook_docs.TWILIO_CALL, TURN_PATH: webhook_docs.TWILIO_SPEECH,
+            STATUS_PATH: webhook_docs.TWILIO_STATUS}
 CAPABILITIES = Capabilities(max_length=4000, markup="plain", voice=True, rag_mode="queued", handoff=False,
                             citations="drop")
 ENDED_STATUSES = frozenset({"completed", "busy", "failed", "no-answer", "canceled"})

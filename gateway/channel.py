@@ -21,14 +21,18 @@ from gateway.core.errors import (
     InvalidInput,
     NotFound,
     PayloadTooLarge,
+    RateLimited,
     ServiceUnavailable,
     Unauthorized,
 )
 from gateway.core.models import Attachment, EndReason, InboundMessage, Message, Role, SourceRef
 from gateway.core.settings import Settings
-from gateway.http.auth import bearer_token
+from gateway.http.auth import bearer_token, client_address
 from gateway.http.errors import failure
 from gateway.http.json_body import InvalidJSON, JSONBodyRoute, decode_json
+from gateway.http.openapi import describe_operation
+from gateway.http.responses import PUBLIC, webhook_operation
+from gateway.http.security_headers import chat_page_policy
 from gateway.inbox.delivery import Delivery
 from gateway.inbox.handler import DeliveryRejected, InboxHandler, SendWork, TurnWork, Work
 from gateway.services import ChannelContext
@@ -42,9 +46,11 @@ if TYPE_CHECKING:
 __all__ = [
     "Attachment", "BadRequest", "Capabilities", "ChannelAdapter", "ChannelContext", "ChannelDeliveryError",
     "Conflict", "Delivery", "DeliveryRejected", "DeliveryReport", "EndReason", "Forbidden", "GatewayError",
-    "InboundMessage", "InboxHandler", "InvalidInput", "InvalidJSON", "JSONBodyRoute", "Markup", "Message", "NotFound",
-    "PayloadTooLarge", "RedisStore", "ReplySink", "Role", "SendWork", "ServiceUnavailable", "Settings", "SourceRef",
-    "Turn", "TurnOutcome", "TurnRunner", "TurnWork", "Unauthorized", "Work", "bearer_token", "decode_json", "failure",
+    "InboundMessage", "InboxHandler", "InvalidInput", "InvalidJSON", "JSONBodyRoute", "Markup", "Message",
+    "NotFound", "PUBLIC", "PayloadTooLarge", "RateLimited", "RedisStore", "ReplySink", "Role", "SendWork",
+    "ServiceUnavailable", "Settings", "SourceRef", "Turn", "TurnOutcome", "TurnRunner", "TurnWork", "Unauthorized",
+    "Work", "bearer_token", "chat_page_policy", "client_address", "decode_json", "describe_operation", "failure",
+    "webhook_operation",
 ]
 
 

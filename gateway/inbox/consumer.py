@@ -7,7 +7,10 @@ acknowledged only when its turn has finished. While a turn runs its entry is kep
 process dies, another consumer claims the entry after ``inbox_reclaim_s`` and resumes it (from the
 accepted turn when the user message was already persisted, so it is neither lost nor stored
 twice). On a graceful stop, turns that do not finish within the drain time are handed back at
-once. A delivery that cannot be processed is dead-lettered with its reason.
+once. A delivery that cannot be processed is dead-lettered with its reason; one that fails for a
+reason that may pass (the vendor is away) waits and is tried again with backoff over
+``inbox_retry_window_s`` (``gateway.inbox.retries``): while it waits it keeps its entry (renewed like
+a running turn) but not a turn slot, and its chat's later deliveries wait behind it, in order.
 
 When Redis (or a bug) makes a step of the loop fail, the step backs off (``Backoff``) and each
 failure is counted in ``switchboard_inbox_loop_errors_total{step}``; the log gets the traceback
@@ -21,13 +24,17 @@ import logging
 import os
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import replace
+from typing import Literal
 from uuid import uuid4
 
 from gateway.core.metrics import Metrics
+from gateway.core.models import DeliveryStatus
 from gateway.core.settings import Settings
 from gateway.inbox.handler import DeliveryRejected, InboxHandler, SendWork, TurnWork, Work
+from gateway.inbox.retries import BEHIND, STEP_BEHIND_S, Backoff, RetryWindow, Waiting, scrubbed
 from gateway.inbox.stream import Delivery, Inbox
+from gateway.turn.ports import DeliveryReport, IdempotentSink
 from gateway.turn.runner import TurnRunner
 
 __all__ = ["Backoff", "InboxConsumer"]
@@ -35,18 +42,8 @@ __all__ = ["Backoff", "InboxConsumer"]
 log = logging.getLogger(__name__)
 
 LOG_AGAIN_S = 60.0  # while a step keeps failing, one short line this often
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """How long a failing step waits before it tries again: ``first_s``, doubled per failure in a
-    row, at most ``max_s``; a success starts it over."""
-
-    first_s: float = 0.5
-    max_s: float = 30.0
-
-    def delay(self, failures: int) -> float:
-        return min(self.first_s * 2 ** min(max(failures - 1, 0), 32), self.max_s)
+EARLY_S = 0.05  # a waiting delivery taken up this much before its next try runs now
+WAITS: Literal["waits"] = "waits"  # what ``_accept`` answers when the delivery was set to wait
 
 
 class FailureStreak:
@@ -99,9 +96,14 @@ class InboxConsumer:
         self.capacity = settings.inbox_concurrency
         self.reclaim_ms = int(settings.inbox_reclaim_s * 1000)
         self._inflight: dict[str, asyncio.Task[None]] = {}
+        self.retries = inbox.retries
+        self.retry_window = RetryWindow.from_settings(settings)
+        self._parked: dict[str, asyncio.TimerHandle] = {}  # waiting deliveries, until their next try
+        self._due: list[Delivery] = []  # waiting deliveries whose next try has come
         self._slot = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
+        self._keeping = True  # the keep-alive loop's own stop, besides its cancel (see stop)
         self._reclaim_from = "0-0"  # XAUTOCLAIM scans the pending list a page at a time
         self._next_reclaim = 0.0
         self.backoff = backoff
@@ -129,6 +131,10 @@ class InboxConsumer:
         try:
             await self._drain_or_hand_back()
         finally:
+            # A cancel can be lost: on Python 3.11 a timeout inside the Redis client that expires as the cancel
+            # arrives turns it into a TimeoutError, which the loop takes for a failed keep-alive. The flag
+            # ends the loop after its sleep anyway (seen as a stop that hung in the inbox tests).
+            self._keeping = False
             for task in keepers:
                 task.cancel()
             await asyncio.gather(*keepers, return_exceptions=True)
@@ -137,14 +143,24 @@ class InboxConsumer:
         pending = list(self._inflight.values())
         if pending:
             await asyncio.wait(pending, timeout=self.settings.turn_drain_timeout_s)
+        for timer in self._parked.values():
+            timer.cancel()
+        waiting = [*self._parked, *(d.id for d in self._due)]  # the next consumer keeps them waiting
+        self._parked.clear()
+        self._due.clear()
         leftovers = dict(self._inflight)
+        if waiting and not leftovers:
+            try:
+                await self.inbox.hand_back(waiting)
+            except Exception:  # they stay pending and are reclaimed after inbox_reclaim_s
+                log.exception("could not hand waiting deliveries back to the inbox")
         if leftovers:
             log.warning("handing %d unfinished turn(s) back to the inbox", len(leftovers))
             for task in leftovers.values():
                 task.cancel()
             await asyncio.gather(*leftovers.values(), return_exceptions=True)
             try:
-                await self.inbox.hand_back(list(leftovers))
+                await self.inbox.hand_back([*leftovers, *waiting])
             except Exception:  # the entries stay pending and are reclaimed after inbox_reclaim_s
                 log.exception("could not hand turns back to the inbox")
 
@@ -153,6 +169,9 @@ class InboxConsumer:
         loop = asyncio.get_running_loop()
         while not self._stopping:
             free = self.capacity - len(self._inflight)
+            while self._due and free > 0:
+                self._spawn(self._due.pop(0))
+                free -= 1
             if free <= 0:
                 self._slot.clear()
                 await self._slot.wait()
@@ -193,7 +212,8 @@ class InboxConsumer:
         return bool(reclaimed)
 
     def _spawn(self, delivery: Delivery) -> None:
-        if delivery.id in self._inflight:  # reclaimed from ourselves (a stalled loop let it idle): still running
+        if delivery.id in self._inflight or delivery.id in self._parked:
+            # reclaimed from ourselves (a stalled loop let it idle): still running, or waiting here
             return
         task = asyncio.get_running_loop().create_task(self._consume(delivery), name=f"delivery {delivery.id}")
         self._inflight[delivery.id] = task
@@ -208,14 +228,18 @@ class InboxConsumer:
         interval = max(0.05, self.settings.inbox_reclaim_s / 3)
         # No backoff here: a late keep-alive lets another consumer take over turns that are running.
         failures = FailureStreak("keep_alive", "keeping in-flight inbox entries alive", self.metrics)
-        while True:
+        while self._keeping:
             await asyncio.sleep(interval)
+            if not self._keeping:
+                return
             try:
-                await self.inbox.keep(self.name, list(self._inflight))
+                lost = await self.inbox.keep(self.name, [*self._inflight, *self._parked, *(d.id for d in self._due)])
             except Exception as exc:
                 failures.failed(exc)
             else:
                 failures.succeeded()
+                for entry_id in lost:  # fenced: its turn here will neither send, store nor acknowledge
+                    log.warning("inbox entry %s was taken over by another consumer (this one stalled)", entry_id)
 
     # -- one delivery ----------------------------------------------------------------------------
     async def _consume(self, delivery: Delivery) -> None:
@@ -223,27 +247,127 @@ class InboxConsumer:
         if handler is None:
             await self._dead(delivery, f"no {delivery.channel!r} channel is configured in this process")
             return
+        waiting: Waiting | None = None
         try:
-            work = await self._accept(handler, delivery)
+            waiting = await self.retries.get(delivery.id)
+            if waiting is not None and waiting.next_try_at > time.time() + EARLY_S:
+                self._park(delivery, waiting.next_try_at)  # taken over before its time: it waits here now
+                return
+            if waiting is not None and waiting.resend is not None:
+                if await self._waits_behind(delivery, waiting) or not await self._resend(handler, delivery, waiting):
+                    return
+            elif not await self._run(handler, delivery, waiting):
+                return
         except DeliveryRejected as exc:
             await self._dead(delivery, str(exc))
             return
-        except Exception as exc:  # transient (Redis, vendor lookup): retried after inbox_reclaim_s
-            log.exception("%s delivery %s failed (attempt %d)", delivery.channel, delivery.dedup_id,
-                          delivery.attempts)
-            if delivery.attempts >= self.settings.inbox_max_attempts:
-                await self._dead(delivery, f"{type(exc).__name__}: {exc}")
+        except Exception as exc:  # transient (Redis, the vendor away): tried again with backoff
+            await self._failed(delivery, waiting, exc)
             return
-        if isinstance(work, TurnWork):
-            await self.runner.run_turn(work.turn, work.sink)
-        elif isinstance(work, SendWork):
-            await self.runner.run_other(work.send(), work.what)
         try:
-            await self.inbox.done(delivery)
+            if waiting is not None:  # first: a record left behind would hold the chat's later deliveries
+                await self.retries.clear(delivery)
+            await self.inbox.done(delivery, self.name)
         except Exception:  # left pending: a later consumer finds the turn finished and only acks it
             log.exception("could not acknowledge %s delivery %s", delivery.channel, delivery.dedup_id)
 
-    async def _accept(self, handler: InboxHandler, delivery: Delivery) -> Work | None:
+    async def _run(self, handler: InboxHandler, delivery: Delivery, waiting: Waiting | None) -> bool:
+        """Accept the delivery and run what it asks for; False when it waits to be tried again."""
+        work = await self._accept(handler, delivery, waiting)
+        if work == WAITS:
+            return False
+        if isinstance(work, TurnWork):
+            outcome = await self.runner.run_turn(work.turn, work.sink, self.inbox.fence(delivery, self.name))
+            if outcome is not None and outcome.agent_message is not None and outcome.delivery.retryable:
+                await self._undelivered(delivery, waiting, outcome.delivery, outcome.sent_text,
+                                        outcome.agent_message.id)
+                return False
+        elif isinstance(work, SendWork):
+            await self.runner.run_other(work.send(), work.what)
+        return True
+
+    async def _resend(self, handler: InboxHandler, delivery: Delivery, waiting: Waiting) -> bool:
+        """Send the reply of a turn that ran before (not the turn again); False when it still fails."""
+        assert waiting.resend is not None
+        sink = handler.sink_for(delivery)
+        message = None if waiting.message_id is None else await self.inbox.store.get_message(waiting.message_id)
+        if message is not None and message.turn_id and isinstance(sink, IdempotentSink):
+            # Under the turn's own key, as its first send: parts that went out then are not sent twice.
+            report = await sink.deliver_keyed(waiting.resend, message.turn_id)
+        else:
+            report = await sink.deliver(waiting.resend)
+        if not report.delivered:
+            await self._undelivered(delivery, waiting, report)
+            return False
+        if message is not None:  # the transcript says it went out now
+            message.delivery, message.delivery_error = DeliveryStatus.DELIVERED, None
+            await self.inbox.store.update_message(message)
+        log.info("%s delivery %s: its reply went out after %d failed attempt(s)", delivery.channel,
+                 delivery.dedup_id, waiting.attempts)
+        return True
+
+    async def _waits_behind(self, delivery: Delivery, waiting: Waiting | None) -> bool:
+        """The chat keeps its order: while an earlier delivery of it waits, this one waits behind it."""
+        head = await self.retries.ahead_of(delivery)
+        if head is None:
+            return False
+        await self._wait(delivery, waiting, BEHIND, (
+            f"waiting behind {head.channel} delivery {head.dedup_id} of this chat, which waits for "
+            f"{head.waiting_for} ({head.error_kind})"),
+            # not before the head's next try, and never in a tight loop while the head is being tried
+            next_try_at=max(head.next_try_at, time.time() + self.retry_window.first_s)
+            + STEP_BEHIND_S * max(delivery.ticket - head.ticket, 1))
+        return True
+
+    async def _failed(self, delivery: Delivery, waiting: Waiting | None, exc: Exception) -> None:
+        log.exception("%s delivery %s failed (attempt %d)", delivery.channel, delivery.dedup_id,
+                      (waiting.attempts if waiting else 0) + 1, exc_info=exc)
+        await self._wait(delivery, waiting, type(exc).__name__, str(exc))
+
+    async def _undelivered(self, delivery: Delivery, waiting: Waiting | None, report: DeliveryReport,
+                           text: str | None = None, message_id: str | None = None) -> None:
+        """The turn ran but the vendor did not take its reply: send it again later (not the turn)."""
+        await self._wait(delivery, waiting, "ReplyNotSent", report.error or "the channel did not take the reply",
+                         resend=text, message_id=message_id)
+
+    async def _wait(self, delivery: Delivery, before: Waiting | None, kind: str, error: str, *,
+                    next_try_at: float | None = None, resend: str | None = None,
+                    message_id: str | None = None) -> None:
+        """Wait and try again, or dead-letter once the retry window is over."""
+        try:
+            waiting = await self.retries.wait(delivery, before, kind, error, next_try_at=next_try_at, resend=resend,
+                                              message_id=message_id, window=self.retry_window)
+            if waiting is None:
+                attempts = before.attempts if before is not None else 0
+                await self._dead(delivery, f"still failing after {self.settings.inbox_retry_window_s:g} s "
+                                           f"(SWITCHBOARD_INBOX_RETRY_WINDOW_S), {attempts + 1} attempt(s): "
+                                           f"{kind}: {scrubbed(error)}")
+                return
+        except Exception:  # Redis away: the entry stays pending and is taken up after inbox_reclaim_s
+            log.exception("could not record why %s delivery %s waits", delivery.channel, delivery.dedup_id)
+            return
+        self.metrics.inbox_waiting.labels(delivery.channel).inc()
+        log.warning("%s delivery %s waits (%s: %s); next try in %.1f s", delivery.channel, delivery.dedup_id,
+                    waiting.error_kind, waiting.error, waiting.next_try_at - time.time())
+        self._park(delivery, waiting.next_try_at)
+
+    def _park(self, delivery: Delivery, at: float) -> None:
+        """Keep the entry claimed (the keep-alive covers it) without a turn slot until it is due."""
+        loop = asyncio.get_running_loop()
+        retry = replace(delivery, attempts=delivery.attempts + 1)
+
+        def due() -> None:
+            self._parked.pop(delivery.id, None)
+            if len(self._inflight) < self.capacity and not self._stopping:
+                self._spawn(retry)
+            else:  # the read loop takes it up when a slot is free
+                self._due.append(retry)
+                self._slot.set()
+
+        self._parked[delivery.id] = loop.call_later(max(0.0, at - time.time()), due)
+
+    async def _accept(self, handler: InboxHandler, delivery: Delivery,
+                      waiting: Waiting | None) -> Work | Literal["waits"] | None:
         if delivery.attempts > 1:
             turn = await self.inbox.accepted(delivery)
             if turn is not None:  # persisted by a consumer that went away: run it, do not store it again
@@ -252,7 +376,16 @@ class InboxConsumer:
                     return None  # it had even replied; only its acknowledgement was lost
                 return TurnWork(turn, handler.sink_for(delivery))
         async with self.inbox.order.hold(delivery.order_key, delivery.ticket, self.settings.turn_lock_ttl_s):
-            work = await handler.accept(delivery)
+            # In the chat's order, so a delivery that failed just before this one is seen here.
+            if await self._waits_behind(delivery, waiting):
+                return WAITS
+            try:
+                work = await handler.accept(delivery)
+            except DeliveryRejected:
+                raise
+            except Exception as exc:  # recorded before the chat's next delivery is let in
+                await self._failed(delivery, waiting, exc)
+                return WAITS
             if isinstance(work, TurnWork):
                 await self.inbox.save_accepted(delivery, work.turn)
         return work
@@ -261,3 +394,4 @@ class InboxConsumer:
         log.error("%s delivery %s dead-lettered: %s", delivery.channel, delivery.dedup_id, error)
         self.metrics.inbox_dead.labels(delivery.channel).inc()
         await self.inbox.dead_letter(delivery, error)
+        await self.retries.clear(delivery)  # it no longer holds its chat's later deliveries

@@ -23,7 +23,9 @@ from redis.exceptions import ResponseError
 from gateway.conversation.store import DEDUP_TTL_S, RedisStore
 from gateway.conversation.turn_lock import TurnLock
 from gateway.inbox.delivery import Delivery
+from gateway.inbox.retries import Retries, RetryWindow
 from gateway.turn.pipeline import Turn
+from gateway.turn.reply_intent import Fence
 
 __all__ = ["Delivery", "Inbox", "GROUP"]  # Delivery: see gateway.inbox.delivery
 
@@ -32,14 +34,50 @@ ACCEPTED_TTL_S = 24 * 3600
 REPLY_VIA_TTL_S = 30 * 24 * 3600  # an operator can still answer a month-old conversation
 DEAD_LETTERS_KEPT = 10_000  # the oldest beyond this are trimmed
 
-# KEYS: seen, order ticket, stream   ARGV: seen ttl, channel, dedup id, order key, body
+# KEYS: seen, order ticket, stream, order serving   ARGV: seen ttl, channel, dedup id, order key, body
+# The ticket is taken as TAKE_TICKET does: the chat's order keys stop expiring while it has work.
 _PUSH = """
 if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then
   return 0
 end
 local ticket = redis.call('INCR', KEYS[2])
+redis.call('PERSIST', KEYS[2])
+redis.call('PERSIST', KEYS[4])
 redis.call('XADD', KEYS[3], '*', 'c', ARGV[2], 'd', ARGV[3], 'k', ARGV[4], 't', ticket, 'b', ARGV[5])
 return ticket
+"""
+
+# The consumer group's pending list names each entry's owner: a consumer that stalled past the reclaim
+# time may have lost its entry to another, and then must neither renew, acknowledge nor finish it.
+_OWNS = """
+local function owns(stream, group, entry, consumer)
+  local pending = redis.call('XPENDING', stream, group, entry, entry, 1)
+  return #pending == 1 and pending[1][2] == consumer
+end
+"""
+
+# KEYS: stream   ARGV: group, consumer, entry ids...   -> the ids this consumer no longer owns
+_KEEP = _OWNS + """
+local lost = {}
+for i = 3, #ARGV do
+  if owns(KEYS[1], ARGV[1], ARGV[i], ARGV[2]) then
+    redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'JUSTID')
+  else
+    table.insert(lost, ARGV[i])
+  end
+end
+return lost
+"""
+
+# KEYS: stream, accepted   ARGV: group, consumer, entry id   -> 0 when another consumer owns it now
+_DONE = _OWNS + """
+if not owns(KEYS[1], ARGV[1], ARGV[3], ARGV[2]) then
+  return 0
+end
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[3])
+redis.call('XDEL', KEYS[1], ARGV[3])
+redis.call('DEL', KEYS[2])
+return 1
 """
 
 
@@ -53,20 +91,26 @@ class InboxStats:
 
 class Inbox:
     def __init__(self, redis: Redis, store: RedisStore, *, order_lease_s: float = 30.0,
-                 order_grace_s: float = 10.0) -> None:
+                 order_grace_s: float = 10.0, order_idle_ttl_s: float = 24 * 3600,
+                 retry_window: RetryWindow = RetryWindow()) -> None:
         self.redis = redis
         self.store = store
         self.stream = store.key("inbox")
         self.dead_stream = store.key("inbox", "dead")
         # Deliveries of one chat are accepted in arrival order, whichever process consumes them.
-        self.order = TurnLock(redis, store.key("inbox", ""), lease_s=order_lease_s, grace_s=order_grace_s)
+        self.order = TurnLock(redis, store.key("inbox", ""), lease_s=order_lease_s, grace_s=order_grace_s,
+                               idle_ttl_s=order_idle_ttl_s)
         self._push = redis.register_script(_PUSH)
+        self._keep = redis.register_script(_KEEP)
+        self._done = redis.register_script(_DONE)
+        self.retries = Retries(redis, store, self.stream, retry_window)  # deliveries waiting out a vendor outage
 
     # -- the webhook side ------------------------------------------------------------------------
     async def push(self, channel: str, dedup_id: str, order_key: str, body: str | bytes) -> bool:
         """Queue a verified delivery; False when this delivery id was already queued (a vendor retry)."""
+        ticket_key, serving_key = self.order.order_keys(order_key)
         ticket = await self._push(
-            keys=[self.store.dedup_key("inbox", channel, dedup_id), self.order.ticket_key(order_key), self.stream],
+            keys=[self.store.dedup_key("inbox", channel, dedup_id), ticket_key, self.stream, serving_key],
             args=[DEDUP_TTL_S, channel, dedup_id, order_key, body],
         )
         return int(ticket) > 0
@@ -104,22 +148,35 @@ class Inbox:
         counts = {row["message_id"]: int(row["times_delivered"]) for row in rows}
         return [Delivery.from_entry(entry_id, fields, counts.get(entry_id, 2)) for entry_id, fields in live], cursor
 
-    async def keep(self, consumer: str, entry_ids: list[str]) -> None:
-        """Tell the group these entries are still being worked on (resets their idle time)."""
-        if entry_ids:
-            await self.redis.xclaim(self.stream, GROUP, consumer, 0, entry_ids, justid=True)
+    async def keep(self, consumer: str, entry_ids: list[str]) -> list[str]:
+        """Tell the group these entries are still being worked on (resets their idle time); returns the
+        ones another consumer took over meanwhile (this one stalled past the reclaim time), left alone."""
+        if not entry_ids:
+            return []
+        lost = await self._keep(keys=[self.stream], args=[GROUP, consumer, *entry_ids])
+        return [entry.decode() if isinstance(entry, bytes) else str(entry) for entry in lost]
+
+    def fence(self, delivery: Delivery, consumer: str) -> Fence:
+        """What a turn checks before it sends: that ``consumer`` still owns the delivery."""
+        return Fence(self.stream, GROUP, delivery.id, consumer)
 
     async def hand_back(self, entry_ids: list[str]) -> None:
         """Make entries this process cannot finish (it is stopping) claimable by the next consumer now."""
         if entry_ids:
             await self.redis.xclaim(self.stream, GROUP, "handed-back", 0, entry_ids, idle=10**9, justid=True)
 
-    async def done(self, delivery: Delivery) -> None:
+    async def done(self, delivery: Delivery, consumer: str | None = None) -> bool:
+        """Acknowledge a finished delivery; with ``consumer``, only while it still owns the entry (False
+        when another consumer took it over)."""
+        if consumer is not None:
+            return bool(await self._done(keys=[self.stream, self._accepted_key(delivery.id)],
+                                         args=[GROUP, consumer, delivery.id]))
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.xack(self.stream, GROUP, delivery.id)
             pipe.xdel(self.stream, delivery.id)
             pipe.delete(self._accepted_key(delivery.id))
             await pipe.execute()
+        return True
 
     async def dead_letter(self, delivery: Delivery, error: str) -> None:
         """Park a delivery that cannot be processed, with the reason, where an operator can see it."""

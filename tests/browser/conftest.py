@@ -34,7 +34,12 @@ def browser():
 
 @pytest.fixture
 def page(browser):
+    """A fresh page; a test fails if anything on it broke the Content-Security-Policy it was served with."""
     context = browser.new_context()
     page = context.new_page()
+    violations: list[str] = []
+    page.on("console", lambda message: violations.append(message.text)
+            if "Content Security Policy" in message.text else None)
     yield page
     context.close()
+    assert violations == [], violations

@@ -28,6 +28,7 @@ class Recorder:
     calls: list[Call] = field(default_factory=list)
     _script: dict[str, deque[Failure]] = field(default_factory=lambda: defaultdict(deque))
     _always: dict[str, Failure] = field(default_factory=dict)
+    _outage: dict[str, tuple[float, Failure]] = field(default_factory=dict)  # method -> (until, how it fails)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def fail(self, method: str, status: int, *, times: int = 1, retry_after: int | None = None,
@@ -38,10 +39,18 @@ class Recorder:
     def fail_always(self, method: str, status: int) -> None:
         self._always[method] = Failure(status)
 
+    def fail_for(self, method: str, status: int, seconds: float, *, description: str | None = None) -> None:
+        """An outage: every call fails for ``seconds`` from now, then the vendor is back."""
+        with self._lock:
+            self._outage[method] = (time.monotonic() + seconds, Failure(status, None, description))
+
     def next_failure(self, method: str) -> Failure | None:
         with self._lock:
             if self._script[method]:
                 return self._script[method].popleft()
+            until, failure = self._outage.get(method, (0.0, None))
+            if failure is not None and time.monotonic() < until:
+                return failure
         return self._always.get(method)
 
     def record(self, method: str, params: dict, status: int) -> None:
@@ -55,3 +64,4 @@ class Recorder:
             self.calls.clear()
             self._script.clear()
             self._always.clear()
+            self._outage.clear()

@@ -29,6 +29,9 @@ class FakeTelegram:
     recorder: Recorder = field(default_factory=Recorder)
     updates: list[dict] = field(default_factory=list)
     url: str = ""
+    # A crash point: a sendMessage is recorded (the user has it) but answered only this much later,
+    # so a test can stop the sending consumer between the send and its record.
+    answer_sends_after_s: float = 0.0
     _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
 
     def push_update(self, update: dict) -> None:
@@ -60,6 +63,8 @@ class FakeTelegram:
                 return JSONResponse(body, failure.status)
             result = await fake._answer(method, params)
             fake.recorder.record(method, params, 200)
+            if method == "sendMessage" and fake.answer_sends_after_s:
+                await asyncio.sleep(fake.answer_sends_after_s)
             return {"ok": True, "result": result}
 
         return app

@@ -1,11 +1,13 @@
 """A fake Twilio REST API: ``/2010-04-01/Accounts/<sid>/Messages.json`` with HTTP basic auth.
 
 Records every message create; scripted failures answer like Twilio (JSON error body with
-``code``/``message``/``status``, ``Retry-After`` on 429).
+``code``/``message``/``status``, ``Retry-After`` on 429). A create repeating an earlier one's
+``I-Twilio-Idempotency-Token`` is answered with the earlier message and sends nothing, as Twilio does.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import itertools
 from dataclasses import dataclass, field
@@ -26,6 +28,10 @@ class FakeTwilio:
     auth_token: str = AUTH_TOKEN
     recorder: Recorder = field(default_factory=Recorder)
     url: str = ""
+    tokens: list[str | None] = field(default_factory=list)  # each create's idempotency token, repeats included
+    # A crash point: a create is recorded (the SMS is sent) but answered only this much later.
+    answer_creates_after_s: float = 0.0
+    _by_token: dict[str, dict] = field(default_factory=dict)
     _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
 
     def messages(self, to: str | None = None) -> list[dict]:
@@ -54,12 +60,21 @@ class FakeTwilio:
                 return JSONResponse({"code": code, "message": "Scripted failure", "status": failure.status,
                                      "more_info": f"https://www.twilio.com/docs/errors/{code}"},
                                     failure.status, headers=headers)
+            token = request.headers.get("I-Twilio-Idempotency-Token")
+            fake.tokens.append(token)
+            if token is not None and token in fake._by_token:
+                return JSONResponse(fake._by_token[token], 201)
             fake.recorder.record("Messages", params, 201)
             msid = f"SM{next(fake._ids):032x}"
-            return JSONResponse({
+            created = {
                 "sid": msid, "account_sid": sid, "to": params.get("To"), "from": params.get("From"),
                 "body": params.get("Body"), "status": "queued", "num_segments": "1", "direction": "outbound-api",
                 "api_version": "2010-04-01", "uri": f"/2010-04-01/Accounts/{sid}/Messages/{msid}.json",
-            }, 201)
+            }
+            if token is not None:
+                fake._by_token[token] = created
+            if fake.answer_creates_after_s:
+                await asyncio.sleep(fake.answer_creates_after_s)
+            return JSONResponse(created, 201)
 
         return app

@@ -135,17 +135,53 @@ async def test_a_failed_accept_is_retried_and_answered_once(services):
     assert await services.inbox.dead_letters() == []
 
 
+async def test_a_chat_waits_in_order_while_its_earlier_delivery_waits_to_be_retried(services):
+    channel = RecordingChannel(fail_first=1)  # the first accept fails (the vendor or Redis away)
+    live = consumer(services, channel)
+    await push(services, 1)
+    await push(services, 2)  # the same chat, right behind it
+    await live.start()
+    try:
+        await until(lambda: len(channel.sent) == 2, what="both deliveries to be sent")
+    finally:
+        await live.stop()
+    assert channel.accepted == [("chat-a", 1), ("chat-a", 2)] and channel.sent == [1, 2]
+    assert await services.inbox.dead_letters() == [] and await services.inbox.retries.all() == []
+
+
+async def test_a_waiting_record_left_behind_does_not_hold_its_chat(services):
+    await push(services, 1)
+    await services.inbox.ensure_group()
+    [first] = await services.inbox.read("gone-consumer", 1, 100)
+    await services.inbox.order.pass_ticket(first.order_key, first.ticket)  # it was accepted, in its turn
+    await services.inbox.retries.wait(first, None, "ReplyNotSent", "telegram sendMessage: 502")
+    await services.inbox.done(first)  # acknowledged, but its consumer died before clearing the record
+    channel = RecordingChannel()
+    live = consumer(services, channel)
+    await push(services, 2)
+    await live.start()
+    try:
+        await until(lambda: channel.sent == [2], what="the chat's next delivery")
+    finally:
+        await live.stop()
+    assert channel.attempts == [1] and await services.inbox.retries.all() == []
+
+
 async def test_a_delivery_that_keeps_failing_is_dead_lettered_with_its_reason(services):
     channel = RecordingChannel(fail_first=99)
-    live = consumer(services, channel, inbox_max_attempts=2)
+    live = consumer(services, channel, inbox_retry_window_s=0.4, inbox_retry_first_s=0.05, inbox_retry_max_s=0.1)
     await live.start()
     try:
         await push(services, 4)
+        started = time.monotonic()
         await until(lambda: services.metrics.inbox_dead.labels("test")._value.get() == 1, what="the dead letter")
     finally:
         await live.stop()
+    assert time.monotonic() - started >= 0.4  # tried again and again over the whole retry window
     [dead] = await services.inbox.dead_letters()
-    assert dead["error"] == "ConnectionError: redis blip" and dead["attempts"] == "2"
+    assert dead["error"].startswith("still failing after 0.4 s (SWITCHBOARD_INBOX_RETRY_WINDOW_S)")
+    assert dead["error"].endswith("ConnectionError: redis blip") and int(dead["attempts"]) >= 4
+    assert len(channel.attempts) >= 4 and await services.inbox.retries.all() == []
     assert json.loads(dead["b"]) == {"n": 4, "chat": "chat-a"}
     assert channel.sent == [] and await stream_length(services) == 0
 
