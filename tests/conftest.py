@@ -128,6 +128,8 @@ def settings(agent_id, redis_url, tmp_path, fake_openai) -> Settings:
         llm_api_key="sk-test",
         admin_token="admin-secret",
         llm_timeout_s=5,
+        inbox_retry_first_s=0.05,  # a delivery that fails waits this long first, not seconds
+        inbox_retry_max_s=0.5,
     )
 
 

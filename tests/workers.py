@@ -14,8 +14,8 @@ def start_worker(env: dict[str, str]) -> subprocess.Popen:
 
 
 def stop_workers(*procs: subprocess.Popen | None) -> None:
-    """Stop each worker gracefully, then kill what is left of its session (RQ's scheduler child
-    outlives a worker that was SIGKILLed)."""
+    """Stop each worker gracefully, then kill what is left of its session (a safety net: RQ's scheduler
+    child stops by itself when its worker dies, see ``gateway.jobs.worker.ParentBoundScheduler``)."""
     for proc in procs:
         if proc is None:
             continue

@@ -8,6 +8,11 @@ once. A ticket that is never claimed (its process died between taking it and run
 past after a grace period; a ticket given up on purpose (``pass_ticket``) is skipped at once,
 whenever the counter reaches it. A holder that lost its lease (fenced: a waiter took over)
 releases nothing of the new holder's.
+
+A chat's order keys (its ticket counter and "now serving") expire together once the chat is idle:
+when a release leaves every ticket taken served, both get ``idle_ttl_s``; taking a ticket makes
+them persistent again in the same script. So they never expire while a delivery of the chat is
+waiting or running, and a chat that starts over after expiry starts both counters from zero.
 """
 
 from __future__ import annotations
@@ -68,8 +73,27 @@ end
 return 0
 """
 
-# KEYS: serving, lease, skipped   ARGV: ticket, skipped ttl s
-_RELEASE = _SKIP_PASSED + """
+# Once every ticket taken has been served the chat is idle: its counters expire together.
+_EXPIRE_IDLE = """
+local function expire_if_idle(ticket_key, serving_key, idle_ttl_ms)
+  local taken = tonumber(redis.call('GET', ticket_key) or '0')
+  if tonumber(redis.call('GET', serving_key) or '0') >= taken then
+    redis.call('PEXPIRE', ticket_key, idle_ttl_ms)
+    redis.call('PEXPIRE', serving_key, idle_ttl_ms)
+  end
+end
+"""
+
+# KEYS: ticket, serving   (the chat has work again: its counters must outlive it)
+TAKE_TICKET = """
+local ticket = redis.call('INCR', KEYS[1])
+redis.call('PERSIST', KEYS[1])
+redis.call('PERSIST', KEYS[2])
+return ticket
+"""
+
+# KEYS: serving, lease, skipped, ticket   ARGV: ticket, skipped ttl s, idle ttl ms
+_RELEASE = _SKIP_PASSED + _EXPIRE_IDLE + """
 local serving = tonumber(redis.call('GET', KEYS[1]) or '0')
 local ticket = tonumber(ARGV[1])
 if serving + 1 == ticket then
@@ -83,6 +107,7 @@ end
 if redis.call('GET', KEYS[2]) == ARGV[1] then
   redis.call('DEL', KEYS[2])
 end
+expire_if_idle(KEYS[4], KEYS[1], ARGV[3])
 return 1
 """
 
@@ -97,16 +122,20 @@ return 0
 """
 
 SKIPPED_TTL_S = 24 * 3600
+IDLE_TTL_S = 24 * 3600
 
 
 class TurnLock:
     def __init__(
-        self, redis: Redis, prefix: str, lease_s: float = 10.0, grace_s: float = 10.0
+        self, redis: Redis, prefix: str, lease_s: float = 10.0, grace_s: float = 10.0,
+        idle_ttl_s: float = IDLE_TTL_S,
     ) -> None:
         self.redis = redis
         self.prefix = prefix
         self.lease_ms = int(lease_s * 1000)
         self.grace_ms = int(grace_s * 1000)
+        self.idle_ttl_ms = max(1, int(idle_ttl_s * 1000))
+        self._take = redis.register_script(TAKE_TICKET)
         self._acquire = redis.register_script(_ACQUIRE)
         self._release = redis.register_script(_RELEASE)
         self._renew = redis.register_script(_RENEW)
@@ -115,16 +144,21 @@ class TurnLock:
         base = f"{self.prefix}turnlock:{conversation_id}:"
         return tuple(base + part for part in ("ticket", "serving", "lease", "stall", "skipped", "held"))
 
-    def ticket_key(self, conversation_id: str) -> str:
-        return self._keys(conversation_id)[0]
+    def order_keys(self, conversation_id: str) -> tuple[str, str]:
+        """The ticket counter and "now serving": what ``TAKE_TICKET`` needs (the inbox runs it inside its push)."""
+        ticket, serving, *_ = self._keys(conversation_id)
+        return ticket, serving
 
     async def take_ticket(self, conversation_id: str) -> int:
-        return int(await self.redis.incr(self.ticket_key(conversation_id)))
+        return int(await self._take(keys=list(self.order_keys(conversation_id))))
 
     async def pass_ticket(self, conversation_id: str, ticket: int) -> None:
         """Give up a ticket without running (its work was dropped): the next one need not wait for it."""
-        _, serving, lease, _, skipped, _ = self._keys(conversation_id)
-        await self._release(keys=[serving, lease, skipped], args=[ticket, SKIPPED_TTL_S])
+        await self._release_ticket(conversation_id, ticket)
+
+    async def _release_ticket(self, conversation_id: str, ticket: int) -> None:
+        taken, serving, lease, _, skipped, _ = self._keys(conversation_id)
+        await self._release(keys=[serving, lease, skipped, taken], args=[ticket, SKIPPED_TTL_S, self.idle_ttl_ms])
 
     @asynccontextmanager
     async def hold(self, conversation_id: str, ticket: int, wait_s: float) -> AsyncIterator[None]:
@@ -151,7 +185,7 @@ class TurnLock:
             keeper.cancel()
             with suppress(asyncio.CancelledError):
                 await keeper
-            await self._release(keys=[serving, lease, skipped], args=[ticket, SKIPPED_TTL_S])
+            await self._release_ticket(conversation_id, ticket)
 
     async def _keep(self, lease: str, held: str, ticket: int) -> None:
         """Renew the lease while the turn runs; a lost lease means a waiter took over (logged once)."""

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import ctypes
 import logging
+import os
+import signal
+import sys
 import threading
 import time
 from uuid import uuid4
 
 from redis import Redis
 from rq import Queue, SimpleWorker
+from rq.defaults import DEFAULT_LOGGING_DATE_FORMAT, DEFAULT_LOGGING_FORMAT
 from rq.scheduler import RQScheduler
 from rq.timeouts import TimerDeathPenalty
 
@@ -17,6 +22,7 @@ from gateway.core.settings import Settings
 log = logging.getLogger(__name__)
 
 QUEUES = ("rag", "jobs", "timers")
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def queue_names(settings: Settings) -> list[str]:
@@ -40,6 +46,66 @@ class ThreadWorker(SimpleWorker):
 
     def _install_signal_handlers(self) -> None:
         pass
+
+
+def _stop_when_parent_dies(sig: int) -> bool:
+    """Ask the kernel to send ``sig`` to this process when the thread that forked it dies (Linux)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0) != 0:
+        log.warning("could not tie the RQ scheduler to its worker: errno %d", ctypes.get_errno())
+        return False
+    return True
+
+
+class ParentBoundScheduler(RQScheduler):
+    """RQ's scheduler process, stopped when its worker dies.
+
+    RQ forks the scheduler from the worker; a worker that is SIGKILLed never stops it, so the child
+    would run on as an orphan holding the scheduler locks and no new worker could schedule. Here the
+    child asks for SIGTERM on its parent's death, which RQ's scheduler handles by releasing its locks
+    and exiting; a worker that died before the child got that far is noticed by its parent pid.
+    """
+
+    _parent_pid: int | None = None
+
+    def start(self):  # noqa: ANN201 - RQ's signature
+        self._parent_pid = os.getpid()
+        return super().start()
+
+    def work(self) -> None:
+        self._install_signal_handlers()  # before the parent-death signal can arrive
+        _stop_when_parent_dies(signal.SIGTERM)
+        if self._parent_pid is not None and os.getppid() != self._parent_pid:
+            self.request_stop()  # the worker was gone before the signal was armed
+        super().work()
+
+
+class SchedulingWorker(SimpleWorker):
+    """``switchboard worker``'s RQ worker: RQ's ``SimpleWorker`` whose scheduler child dies with it."""
+
+    def _start_scheduler(self, burst: bool = False, logging_level: str | None = "INFO",
+                         date_format: str = DEFAULT_LOGGING_DATE_FORMAT,
+                         log_format: str = DEFAULT_LOGGING_FORMAT) -> None:
+        # RQ's own method, with the scheduler class swapped (RQ has no hook for it).
+        self.scheduler = ParentBoundScheduler(
+            self.queues, connection=self.connection,
+            logging_level=logging_level if logging_level is not None else self.log.level,
+            date_format=date_format, log_format=log_format, serializer=self.serializer,
+        )
+        self.scheduler.acquire_locks()
+        if not self.scheduler.acquired_locks:
+            return  # another worker schedules; run_maintenance_tasks retries (auto_start) later
+        if burst:
+            try:
+                self.scheduler.register_birth()
+                self.scheduler.enqueue_scheduled_jobs()
+            finally:
+                self.scheduler.release_locks()
+                self.scheduler.register_death()
+        else:
+            self.scheduler.start()
 
 
 class InProcessWorker:

@@ -74,17 +74,22 @@ class CustomSections:
         if f"</{name}>" in value:
             raise InvalidInput(f"section value may not contain its own closing tag </{name}>")
         section = render_section(name, value)
-        current = await self.text(persona_id)
-        updated, replaced = _pattern(name).subn(lambda _: section, current, count=1)
-        if not replaced:
-            updated = current + section
-        await self.attributes.set(persona_id, CUSTOM_PROMPT_SECTION.name, updated)
+
+        def with_section(current: str) -> str:
+            updated, replaced = _pattern(name).subn(lambda _: section, current, count=1)
+            return updated if replaced else current + section
+
+        # Atomic: concurrent edits of other sections of this persona are never lost.
+        updated = await self.attributes.update(persona_id, CUSTOM_PROMPT_SECTION.name, with_section)
         return parse_sections(updated)
 
     async def remove(self, persona_id: str, name: str) -> dict[str, str]:
         validate_section_name(name)
-        cleaned, removed = without_section(await self.text(persona_id), name)
-        if not removed:
-            raise NotFound(f"persona has no custom section {name!r}")
-        await self.attributes.set(persona_id, CUSTOM_PROMPT_SECTION.name, cleaned)
-        return parse_sections(cleaned)
+
+        def cleaned(current: str) -> str:
+            text, removed = without_section(current, name)
+            if not removed:
+                raise NotFound(f"persona has no custom section {name!r}")
+            return text
+
+        return parse_sections(await self.attributes.update(persona_id, CUSTOM_PROMPT_SECTION.name, cleaned))

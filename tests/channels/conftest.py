@@ -37,6 +37,7 @@ def fake_telegram(_fake_servers) -> FakeTelegram:
     fake = _fake_servers[0]
     fake.recorder.reset()
     fake.updates.clear()
+    fake.answer_sends_after_s = 0.0
     return fake
 
 
@@ -48,8 +49,11 @@ def fake_slack(_fake_servers) -> FakeSlack:
 
 @pytest.fixture
 def fake_twilio(_fake_servers) -> FakeTwilio:
-    _fake_servers[2].recorder.reset()
-    return _fake_servers[2]
+    fake = _fake_servers[2]
+    fake.recorder.reset()
+    fake.tokens.clear()
+    fake.answer_creates_after_s = 0.0
+    return fake
 
 
 
@@ -95,7 +99,7 @@ def client(live) -> Iterator[httpx.Client]:
         yield c
 
 
-def wait_until(check: Callable[[], object], timeout: float = 8.0, what: str = "condition") -> object:
+def wait_until(check: Callable[[], object], timeout: float = 15.0, what: str = "condition") -> object:
     deadline = time.monotonic() + timeout
     while True:
         value = check()

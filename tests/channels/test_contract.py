@@ -237,12 +237,16 @@ def test_rate_limited_send_is_retried_after_retry_after_then_delivered(channel, 
     assert agent[0].delivery == DeliveryStatus.DELIVERED and agent[0].delivery_error is None
 
 
+@pytest.mark.parametrize("channel_overrides", [{"inbox_retry_window_s": 0.3}])  # then it is dead-lettered
 def test_send_failing_forever_is_recorded_as_failed_on_the_message_and_trace(channel, client, live, stored):
     channel.recorder.fail_always(channel.method, 500)
     channel.deliver(client, "hi", key=_key())
     settle(live)
-    assert len(channel.attempts()) == live.services.settings.channel_send_tries
+    tries = live.services.settings.channel_send_tries
+    assert len(channel.attempts()) >= 2 * tries and len(channel.attempts()) % tries == 0  # sent again, in full
     assert channel.replies() == []
+    [letter] = client.get("/api/inbox", headers={"Authorization": "Bearer admin-secret"}).json()["dead_letters"]
+    assert letter["error"].startswith("still failing after 0.3 s") and "ReplyNotSent" in letter["error"]
     agent = wait_until(lambda: [m for m in stored.messages(channel.identity) if m.role == Role.AGENT])[0]
     assert agent.delivery == DeliveryStatus.FAILED
     assert f"gave up after {live.services.settings.channel_send_tries} tries" in agent.delivery_error

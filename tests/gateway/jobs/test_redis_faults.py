@@ -142,4 +142,4 @@ def test_a_wrong_redis_url_stops_the_start_with_one_line(url, says, command, tmp
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and says in lines[0], done.stderr
     assert "hunter2" not in done.stderr and "Traceback" not in done.stderr
-    assert took < 15, took
+    assert took < 40, took  # it must not wait out the 60 s timeout; a loaded 2-core machine starts Python slowly

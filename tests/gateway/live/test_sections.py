@@ -74,3 +74,17 @@ def test_sections_admin_api(admin, live_gateway):
     assert bad.status_code == 422 and "XML name" in bad.json()["message"]
     assert admin.put("/api/personas/nobody/sections/x", json={"value": "x"}).status_code == 404
     assert admin.get(f"/api/personas/{pid}/attributes").json()["sections"] == {"openingXhours": "other"}
+
+
+async def test_concurrent_edits_of_different_sections_lose_none(services, persona):
+    """Each edit reads the persona's sections and writes them back: without an atomic update, two
+    edits that read the same text each drop the other's section."""
+    import asyncio
+
+    sections = services.live.sections
+    await asyncio.gather(*(sections.inject(persona.id, f"s{i}", f"value {i}") for i in range(30)))
+    assert await sections.all(persona.id) == {f"s{i}": f"value {i}" for i in range(30)}
+    await asyncio.gather(*(sections.remove(persona.id, f"s{i}") for i in range(0, 30, 2)),
+                         *(sections.inject(persona.id, f"t{i}", "new") for i in range(10)))
+    assert await sections.all(persona.id) == {**{f"s{i}": f"value {i}" for i in range(1, 30, 2)},
+                                              **{f"t{i}": "new" for i in range(10)}}
