@@ -2,7 +2,10 @@
 
 (a) latency: open loop, 20 turns/s spread over 20 conversations, p50/p99 per turn (measured from
     the scheduled send time, so queueing counts);
-(b) throughput: closed loop, 50 concurrent conversations, turns/s and the ratio to the floor.
+(b) throughput: closed loop, 50 concurrent conversations, turns/s and the ratio to the floor;
+(c) the split of a turn's CPU by stage (accept, memory, retrieval with its embedding / sparse / dense legs,
+    prompt, LLM call, delivery) and its Redis round trips, read from the turn traces of 40 turns sent one at
+    a time afterwards.
 
 Two gateways are measured against the same floor in one run:
 - ``retrieval`` (what users run, the shipped defaults): embeddings on (all-MiniLM-L6-v2), the 651 OR-ShARC
@@ -150,6 +153,7 @@ def run_gateway(mode: str, redis_url: str, llm_url: str, duration: float) -> dic
                 pass
         time.sleep(1.0)
         result = asyncio.run(measure(base, True, duration))
+        result["split"] = cpu_split(base, redis_url, agent)
         with urllib.request.urlopen(urllib.request.Request(f"{base}/api/kb/cache", headers=admin), timeout=30) as r:
             result["cache"] = json.loads(r.read())
         return result
@@ -160,6 +164,52 @@ def run_gateway(mode: str, redis_url: str, llm_url: str, duration: float) -> dic
         except subprocess.TimeoutExpired:
             proc.kill()
         clean(redis_url, agent)
+
+
+SERIAL_TURNS = 40
+
+
+def cpu_split(base: str, redis_url: str, agent: str) -> dict[str, float]:
+    """Per-stage cost of a turn from the turn traces, over turns sent one at a time (so the process CPU a
+    stage records is that turn's own): mean ms per turn."""
+    with urllib.request.urlopen(urllib.request.Request(f"{base}/api/chat/sessions", method="POST"), timeout=30) as r:
+        session = json.loads(r.read())
+    ids = []
+    for i in range(SERIAL_TURNS):
+        body = json.dumps({"text": QUESTIONS[(i * 13) % len(QUESTIONS)]}).encode()
+        request = urllib.request.Request(
+            f"{base}/api/chat/sessions/{session['session_id']}/messages", data=body, method="POST",
+            headers={"Authorization": f"Bearer {session['token']}", "Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as r:
+            ids.append(json.loads(r.read())["turn_id"])
+    client = redis.Redis.from_url(redis_url)
+    traces = [json.loads(raw) for raw in client.mget([f"sb:{agent}:trace:{i}" for i in ids]) if raw]
+    split: dict[str, float] = {}
+    for trace in traces:
+        for stage in trace["stages"]:
+            split[f"cpu {stage['stage']}"] = split.get(f"cpu {stage['stage']}", 0.0) + (stage.get("cpu_ms") or 0.0)
+        retrieval = (trace.get("retrieval") or {}).get("timings_ms", {})
+        for leg in ("embed", "sparse", "dense", "fuse", "llm"):
+            name = f"wall {'search llm' if leg == 'llm' else leg}"
+            split[name] = split.get(name, 0.0) + retrieval.get(f"strategy_{leg}", 0.0)
+        split["redis round trips"] = split.get("redis round trips", 0.0) + trace.get("redis_round_trips", 0)
+        split["cpu redis client"] = split.get("cpu redis client", 0.0) + trace.get("redis_cpu_ms", 0.0)
+        split["wall total"] = split.get("wall total", 0.0) + trace["total_ms"]
+    return {k: v / max(1, len(traces)) for k, v in split.items()}
+
+
+def print_split(mode: str, split: dict[str, float]) -> None:
+    stages = ["accept", "lock_wait", "memory", "context", "prompt", "llm", "deliver"]
+    cpu = sum(split.get(f"cpu {s}", 0.0) for s in stages)
+    print(f"{mode}: a turn's CPU, mean of {SERIAL_TURNS} turns sent one at a time (from the traces): "
+          f"{cpu:.2f} ms CPU in {split.get('wall total', 0.0):.2f} ms")
+    print("  CPU by stage: " + ", ".join(f"{s} {split.get(f'cpu {s}', 0.0):.2f}" for s in stages)
+          + " ms  (context = retrieval; llm = the reply call)")
+    legs = ["embed", "sparse", "dense", "fuse", "search llm"]
+    print("  retrieval legs (wall; embedding and sparse run side by side): "
+          + ", ".join(f"{leg} {split.get(f'wall {leg}', 0.0):.2f}" for leg in legs) + " ms")
+    print(f"  Redis: {split.get('redis round trips', 0.0):.1f} round trips per turn, "
+          f"{split.get('cpu redis client', 0.0):.2f} ms client CPU (inside the stages above)")
 
 
 def clean(redis_url: str, agent: str) -> None:
@@ -212,6 +262,8 @@ def main() -> int:
         ratio = m["tput"] / floor["tput"] if floor["tput"] else float("nan")
         print(f"{name:13} {m['p50']:13.1f} {m['p99']:13.1f} {m['tput']:12.1f} {ratio:6.2f} "
               f"{m['lat_errors'] + m['tput_errors']:7d}")
+    for mode in modes:
+        print_split(mode, results[mode]["split"])
     for mode in modes:
         cache = results[mode].get("cache", {})
         if cache.get("enabled"):

@@ -152,16 +152,21 @@ async def load(base: str, args: argparse.Namespace) -> tuple[dict, dict, int, di
     return first, replayed, len(replays), cold
 
 
-def serve_fakes(conn) -> None:
-    """The fake LLM and vendor APIs, in a process of their own: in the load generator's process their
-    threads would compete with it for the GIL and inflate every ack time it measures."""
-    llm = FakeOpenAI(default_delay_s=2.0)
+def start_fakes(conn, llm: FakeOpenAI) -> tuple[list[LiveServer], dict]:
+    """Start the fake LLM and the fake vendor APIs; their URLs go back over ``conn``."""
     fakes = {"telegram": telegram_api.FakeTelegram(), "slack": slack_api.FakeSlack(),
              "twilio_sms": twilio_api.FakeTwilio()}
     servers = [LiveServer(llm.app()).start()] + [LiveServer(f.app()).start() for f in fakes.values()]
     for fake, server in zip(fakes.values(), servers[1:], strict=True):
         fake.url = server.url
     conn.send({"llm": servers[0].url + "/v1", **{name: fake.url for name, fake in fakes.items()}})
+    return servers, fakes
+
+
+def serve_fakes(conn) -> None:
+    """The fake LLM and vendor APIs, in a process of their own: in the load generator's process their
+    threads would compete with it for the GIL and inflate every ack time it measures."""
+    servers, fakes = start_fakes(conn, FakeOpenAI(default_delay_s=2.0))
     while (command := conn.recv()) != "stop":
         if command == "progress":
             conn.send({c: len(fakes[c].sent_texts()) for c in BUILDERS})

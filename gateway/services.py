@@ -19,7 +19,6 @@ from gateway.agents.channel_agent import ChannelAgent
 from gateway.agents.runner import AgentRunner
 from gateway.agents.store import AgentStore
 from gateway.catalogue import CUSTOMER_ATTRIBUTES, PERSONA_ATTRIBUTES
-from gateway.conversation.attempt_limit import AttemptLimit
 from gateway.conversation.attributes import CustomerAttributes, PersonaAttributes
 from gateway.conversation.console_sessions import ConsoleSessions
 from gateway.conversation.handoff import Handoffs
@@ -27,19 +26,23 @@ from gateway.conversation.listing import ConversationList
 from gateway.conversation.live_feed import LiveFeed
 from gateway.conversation.memory import Memory
 from gateway.conversation.operators import Operators
+from gateway.conversation.rate_limit import RateLimits
 from gateway.conversation.sessions import Sessions
 from gateway.conversation.store import RedisStore
 from gateway.conversation.turn_lock import TurnLock
+from gateway.core.client_address import ClientAddresses
 from gateway.core.clock import Clock
 from gateway.core.errors import GatewayError
 from gateway.core.events import AttributeChanged, ConversationStarted, EventBus
 from gateway.core.metrics import Metrics
 from gateway.core.outbound import OutboundPolicy, Resolver, system_resolver
 from gateway.core.outbound_client import FetchLimits, GuardedClient
+from gateway.core.redis_tally import tallying
 from gateway.core.settings import Settings
 from gateway.inbox.consumer import InboxConsumer
 from gateway.inbox.handler import InboxHandler
 from gateway.inbox.operator_desk import DirectSink, OperatorDesk
+from gateway.inbox.retries import RetryWindow
 from gateway.inbox.stream import Inbox
 from gateway.jobs import registry as jobs
 from gateway.jobs.embedded import EmbeddedRedis
@@ -100,6 +103,7 @@ class ChannelContext:
     live: LiveFeed  # stored messages and handoff changes as they happen
     on_start: list[Hook]
     on_stop: list[Hook]
+    rate_limits: RateLimits | None = None  # web chat's sessions and messages (README: Rate limits)
 
     async def ack_delivery(self, channel: str, dedup_id: str, order_key: str, body: str | bytes) -> bool:
         """Queue a verified delivery in the inbox (one round trip); False, counted, for a vendor's retry."""
@@ -140,7 +144,8 @@ class Services:
     appends: KnowledgeAppends | None = None  # appended text and websites, crawls
     operators: Operators | None = None  # console accounts
     console_sessions: ConsoleSessions | None = None
-    signin_limits: tuple[AttemptLimit, AttemptLimit] | None = None  # failed sign-ins per account, per address
+    rate_limits: RateLimits | None = None  # every limited surface (README: Rate limits)
+    client_addresses: ClientAddresses | None = None  # who a request comes from, for the rate limits
     handoffs: Handoffs | None = None  # who answers each conversation: the bot or a person
     desk: OperatorDesk | None = None  # the operator's side of a handoff
     conversations: ConversationList | None = None  # the filtered conversation list
@@ -165,14 +170,14 @@ class Services:
             redis_url = embedded.url
         # A blocking pool waits for a free connection under bursts instead of failing the request; bounded
         # connect and read times make a Redis that is down (or drops packets) a quick, clear 503.
-        redis = Redis(connection_pool=BlockingConnectionPool.from_url(
+        redis = Redis(connection_pool=tallying(BlockingConnectionPool.from_url(
             redis_url, max_connections=128, timeout=settings.redis_pool_wait_s,
             socket_connect_timeout=settings.redis_connect_timeout_s, socket_timeout=settings.redis_socket_timeout_s,
             health_check_interval=30,
             # A pooled connection that Redis closed (it restarted) is replaced at once, not reported as an error;
             # a timeout is not retried, so a hung Redis costs one read timeout.
             retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), 2, supported_errors=(RedisConnectionError,)),
-        ))
+        )))  # tallying: each turn's trace counts its round trips
         # RQ's workers block on this client for longer than any request would: only connecting is bounded.
         sync = redis_sync.Redis.from_url(redis_url, socket_connect_timeout=settings.redis_connect_timeout_s)
         store = RedisStore(redis, settings.agent_id)
@@ -181,7 +186,7 @@ class Services:
         metrics = Metrics()
         memory = Memory(store)
         sessions = Sessions(store, persona_attributes, events, settings.inactivity_timeout_s)
-        lock = TurnLock(redis, store.prefix, lease_s=settings.turn_lock_lease_s)
+        lock = TurnLock(redis, store.prefix, lease_s=settings.turn_lock_lease_s, idle_ttl_s=settings.order_idle_ttl_s)
         llm = LLMClient(settings) if settings.llm_configured else None
         customer_attributes = CustomerAttributes(store, CUSTOMER_ATTRIBUTES, events)
         queues = {q: Queue(settings.queue_name(q), connection=sync) for q in QUEUES}
@@ -245,11 +250,8 @@ class Services:
         services.console_sessions = ConsoleSessions(
             store, idle_s=settings.console_idle_s, absolute_s=settings.console_max_age_s
         )
-        window = settings.signin_window_s
-        services.signin_limits = (
-            AttemptLimit(store, "signin-account", limit=settings.signin_failures_per_account, window_s=window),
-            AttemptLimit(store, "signin-address", limit=settings.signin_failures_per_address, window_s=window),
-        )
+        services.rate_limits = RateLimits.build(store, settings, metrics)
+        services.client_addresses = ClientAddresses(settings.trusted_proxies)
         services.on_start.append(services._first_admin)
         services.appends = _appends(settings, knowledge, customer_attributes, services.ingest_jobs, llm, queues, mutex,
                                     resolver, services.on_stop)
@@ -258,14 +260,15 @@ class Services:
             services.on_start.append(lambda: load_demo_knowledge(knowledge))
         services.turns = TurnRunner(pipeline, store, metrics, drain_timeout_s=settings.turn_drain_timeout_s)
         services.on_stop.append(services.turns.stop)
-        services.inbox = Inbox(redis, store)
+        services.inbox = Inbox(redis, store, order_idle_ttl_s=settings.order_idle_ttl_s,
+                               retry_window=RetryWindow.from_settings(settings))
         services.handoffs = handoffs
         services.desk = OperatorDesk(settings, store, handoffs, services.inbox, services.inbox_handlers,
                                      services.direct_sinks, pipeline.capabilities)
         services.live_feed = LiveFeed(store)
         services.conversations = ConversationList(store, handoffs)
         services.agents = agents
-        services.api_keys = ApiKeys(store, settings.api_key_rate_limit_per_min)
+        services.api_keys = ApiKeys(store, settings.api_key_rate_limit_per_min, services.rate_limits.api_keys)
         services.agent_runner = AgentRunner(settings, store, sessions, memory, knowledge, llm, tool_support)
         services.on_start.append(services._channel_agent)
         services.on_stop.append(services.live_feed.stop)
@@ -347,7 +350,7 @@ class Services:
             settings=self.settings, store=self.store, sessions=self.sessions, pipeline=self.pipeline,
             turns=self.turns, inbox=self.inbox, metrics=self.metrics, inbox_handlers=self.inbox_handlers,
             rag_modes=self.rag.rag_modes, capabilities=self.pipeline.capabilities, direct_sinks=self.direct_sinks,
-            live=self.live_feed, on_start=self.on_start, on_stop=self.on_stop,
+            live=self.live_feed, on_start=self.on_start, on_stop=self.on_stop, rate_limits=self.rate_limits,
         )
 
     async def start(self) -> None:

@@ -131,6 +131,7 @@ class Message(BaseModel):
 class StageTiming(BaseModel):
     stage: str
     ms: float
+    cpu_ms: float | None = None  # process CPU time meanwhile (exact when turns do not overlap)
 
 
 class TokenUsage(BaseModel):
@@ -218,3 +219,6 @@ class TurnTrace(BaseModel):
     handoff: Text | None = None  # a handoff this turn started (the user asked for a person, or the model did)
     started_at: datetime = Field(default_factory=utcnow)
     total_ms: float = 0.0
+    # Redis round trips of the turn until its trace is stored, and the client CPU they took (redis_tally)
+    redis_round_trips: int = 0
+    redis_cpu_ms: float = 0.0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from datetime import date, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gateway.conversation.attributes import AttributeSpec, CustomerAttributes
@@ -108,9 +109,11 @@ class CalendarService:
         await self.attributes.set(CALENDAR.name, text)
         return text
 
-    async def current(self) -> str:
-        """The stored calendar when it starts today; rebuilt now if a timer was missed."""
-        values = await self.attributes.all()  # one read: the stored calendar and its time zone
+    async def current(self, values: dict[str, Any] | None = None) -> str:
+        """The stored calendar when it starts today; rebuilt now if a timer was missed. ``values``: the
+        customer attributes when the caller has just read them."""
+        if values is None:
+            values = await self.attributes.all()  # one read: the stored calendar and its time zone
         today = self.clock.now().astimezone(ZoneInfo(values[TIMEZONE.name])).date()
         stored = values[CALENDAR.name]
         if stored.startswith(f"today {day_label(today)}"):

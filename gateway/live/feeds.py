@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -112,10 +113,21 @@ class Feeds:
 
     async def live(self, persona_id: str | None) -> list[FeedEntry]:
         """Unexpired sections, project-wide first, each scope in feed-name order; expired ones are dropped."""
+        keys = self.keys(persona_id)
+        pipe = self.store.redis.pipeline(transaction=False)
+        for key in keys:
+            pipe.hgetall(key)
+        return await self.unexpired(keys, await pipe.execute())
+
+    def keys(self, persona_id: str | None) -> list[str]:
+        """The hashes ``live`` reads, project-wide first (a caller may read them in its own pipeline)."""
+        return [self._key(None)] + ([self._key(persona_id)] if persona_id else [])
+
+    async def unexpired(self, keys: Sequence[str], raws: Sequence[Mapping[bytes, bytes]]) -> list[FeedEntry]:
+        """The entries of the hashes ``keys`` as read; the expired ones are dropped from Redis."""
         now = self.clock.now()
         entries: list[FeedEntry] = []
-        for key in [self._key(None)] + ([self._key(persona_id)] if persona_id else []):
-            raw = await self.store.redis.hgetall(key)
+        for key, raw in zip(keys, raws, strict=True):
             expired = []
             for name, value in sorted(raw.items()):
                 entry = FeedEntry.model_validate_json(value)

@@ -14,7 +14,6 @@ for this turn by the packaged default, and the ``system`` section of the report 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from datetime import datetime
 from zoneinfo import ZoneInfo
@@ -110,14 +109,20 @@ class PromptBuilder:
         return (await self._read(inputs))[0]
 
     async def _read(self, inputs: PromptInputs) -> tuple[dict[str, str], dict]:
-        # Independent reads, in flight together: a turn waits for the slowest, not for their sum.
-        persona, customer, calendar, injection, feeds = await asyncio.gather(
-            self.persona_attributes.all(inputs.persona_id),
-            self.customer_attributes.all(),
-            self.calendar.current(),
-            self.data_injection.section(),
-            self.feeds.live(inputs.persona_id),
-        )
+        # One round trip for every hash the prompt reads (the calendar and the injected data live in the
+        # customer attributes: read once, not once each).
+        feed_keys = self.feeds.keys(inputs.persona_id)
+        pipe = self.persona_attributes.store.redis.pipeline(transaction=False)
+        pipe.hgetall(self.persona_attributes.key(inputs.persona_id))
+        pipe.hgetall(self.customer_attributes.key)
+        for key in feed_keys:
+            pipe.hgetall(key)
+        raw_persona, raw_customer, *raw_feeds = await pipe.execute()
+        persona = self.persona_attributes.values(raw_persona)
+        customer = self.customer_attributes.values(raw_customer)
+        calendar = await self.calendar.current(customer)
+        injection = await self.data_injection.section(customer)
+        feeds = await self.feeds.unexpired(feed_keys, raw_feeds)
         now = self.clock.now()
         injected = [injection, *(render_feed(e, now) for e in feeds)]
         raw = {

@@ -34,19 +34,24 @@ from gateway.core.models import (
     SourceRef,
     StageTiming,
     TurnTrace,
+    new_id,
     utcnow,
 )
+from gateway.core.redis_tally import RedisTally, counting
 from gateway.core.settings import Settings
 from gateway.turn.citations import CitationPolicy, cite, deliverable, with_instruction
+from gateway.turn.cpu_slots import CpuSlots
 from gateway.turn.ports import (
     AssembledPrompt,
     Capabilities,
     DeliveryReport,
+    IdempotentSink,
     PromptAssembler,
     PromptInputs,
     RagMode,
     ReplySink,
 )
+from gateway.turn.reply_intent import Fence, PlannedReply, ReplyIntents, SendIntent
 from gateway.turn.responders import KnowledgeHit, Reply, ReplyRequest, Responder
 
 log = logging.getLogger(__name__)
@@ -123,6 +128,7 @@ class TurnOutcome:
     reply: Reply
     agent_message: Message | None
     delivery: DeliveryReport
+    sent_text: str | None = None  # the reply as handed to the channel (to send it again if it failed)
 
     @property
     def suppressed(self) -> bool:
@@ -133,13 +139,20 @@ class _Stopwatch:
     def __init__(self, trace: TurnTrace, metrics: Metrics) -> None:
         self.trace, self.metrics = trace, metrics
         self.mark = time.perf_counter()
+        self.cpu_mark = time.process_time()
 
     def lap(self, stage: str) -> None:
-        now = time.perf_counter()
+        now, cpu = time.perf_counter(), time.process_time()
         seconds = now - self.mark
-        self.mark = now
-        self.trace.stages.append(StageTiming(stage=stage, ms=round(seconds * 1000, 3)))
+        self.trace.stages.append(StageTiming(stage=stage, ms=round(seconds * 1000, 3),
+                                             cpu_ms=round((cpu - self.cpu_mark) * 1000, 3)))
+        self.mark, self.cpu_mark = now, cpu
         self.metrics.stage_seconds.labels(stage).observe(seconds)
+
+
+def _add_redis(trace: TurnTrace, tally: RedisTally) -> None:
+    trace.redis_round_trips += tally.round_trips
+    trace.redis_cpu_ms = round(trace.redis_cpu_ms + tally.cpu_s * 1000, 3)
 
 
 class TurnPipeline:
@@ -168,6 +181,8 @@ class TurnPipeline:
         self.metrics = metrics
         self.preparers = list(preparers)
         self.handoffs = handoffs
+        self.intents = ReplyIntents(store)
+        self.slots = CpuSlots(settings.turn_cpu_slots)  # webhook acks in this process come first
         # What each installed channel can do (filled as channels are installed): only channels that can be
         # handed off to a person are ever silenced for one (a live phone call is not).
         self.capabilities: dict[str, Capabilities] = {}
@@ -175,7 +190,15 @@ class TurnPipeline:
 
     async def accept(self, inbound: InboundMessage, *, rag_mode: RagMode = "inline") -> Turn | None:
         """Persist the user message and take a turn ticket; ``None`` for a duplicate delivery."""
-        t0 = time.perf_counter()
+        async with self.slots.hold():
+            with counting() as tally:
+                turn = await self._accept(inbound, rag_mode)
+        if turn is not None:
+            _add_redis(turn.trace, tally)
+        return turn
+
+    async def _accept(self, inbound: InboundMessage, rag_mode: RagMode) -> Turn | None:
+        t0, cpu0 = time.perf_counter(), time.process_time()
         if not await self.store.claim_once("msg", inbound.channel, inbound.external_message_id):
             self.metrics.duplicates.labels(inbound.channel).inc()
             return None
@@ -208,10 +231,15 @@ class TurnPipeline:
                 await self.lock.pass_ticket(conversation.id, ticket)
             await self.store.release_claim("msg", inbound.channel, inbound.external_message_id)
             raise
-        trace.stages.append(StageTiming(stage="accept", ms=round((time.perf_counter() - t0) * 1000, 3)))
+        trace.stages.append(StageTiming(stage="accept", ms=round((time.perf_counter() - t0) * 1000, 3),
+                                        cpu_ms=round((time.process_time() - cpu0) * 1000, 3)))
         return Turn(inbound, persona, conversation, user_message, ticket, started, trace, rag_mode=rag_mode)
 
-    async def run(self, turn: Turn, sink: ReplySink) -> TurnOutcome:
+    async def run(self, turn: Turn, sink: ReplySink, fence: Fence | None = None) -> TurnOutcome:
+        with counting() as tally:
+            return await self._run(turn, sink, fence, tally)
+
+    async def _run(self, turn: Turn, sink: ReplySink, fence: Fence | None, tally: RedisTally) -> TurnOutcome:
         t0 = time.perf_counter()
         turn_context.set({"conversation_id": turn.conversation.id, "turn_id": turn.trace.turn_id})
         clock = _Stopwatch(turn.trace, self.metrics)
@@ -221,7 +249,11 @@ class TurnPipeline:
             if handoff is not None:
                 return await self._silent(turn, t0, handoff)
             wants_person = self._asks_for_person(turn)
-            if wants_person:
+            earlier = await self.intents.earlier(turn.trace.turn_id)
+            if earlier is not None:  # resumed after a run that got as far as sending: that reply stands
+                wants_person = False
+                reply = Reply(text=earlier.text, responder="resumed")
+            elif wants_person:
                 turn.trace.handoff = "the user asked for a person"
                 reply = Reply(text=self.settings.handoff_message, responder="handoff")
             else:
@@ -245,7 +277,7 @@ class TurnPipeline:
                 turn.trace.reply = reply.text
                 return await self._silent(turn, t0, await self._handed_off(turn) or "handed off while the turn ran")
             try:
-                agent_message, delivery = await self._send(turn, reply, sink)
+                agent_message, delivery, sent_text = await self._send(turn, reply, sink, fence, earlier)
             finally:
                 if self.handoffs is not None:
                     await self.handoffs.release_gate(turn.conversation.id, holder)
@@ -261,6 +293,7 @@ class TurnPipeline:
             trace.tool_calls = reply.tool_calls
             trace.delivery_error = delivery.error
             trace.total_ms = round((time.perf_counter() - t0) * 1000, 3)
+            _add_redis(trace, tally)
             turn.conversation.last_activity_at = utcnow()
             await self.store.finish_turn(agent_message, turn.conversation, trace, self.sessions.activity_key)
         self.metrics.turns.labels(turn.inbound.channel, reply.responder).inc()
@@ -268,11 +301,19 @@ class TurnPipeline:
         await self.events.publish(
             TurnCompleted(turn.persona.id, turn.conversation.id, turn.trace.turn_id)
         )
-        return TurnOutcome(turn=turn, reply=reply, agent_message=agent_message, delivery=delivery)
+        return TurnOutcome(turn=turn, reply=reply, agent_message=agent_message, delivery=delivery,
+                           sent_text=sent_text)
 
-    async def _send(self, turn: Turn, reply: Reply, sink: ReplySink) -> tuple[Message, DeliveryReport]:
-        """Store the reply as pending, deliver it, and record how that went (stored by ``finish_turn``)."""
+    async def _send(self, turn: Turn, reply: Reply, sink: ReplySink, fence: Fence | None = None,
+                    earlier: PlannedReply | None = None) -> tuple[Message, DeliveryReport, str]:
+        """Record the intent, store the reply as pending, deliver it, and record how that went (stored by
+        ``finish_turn``). A resumed turn whose reply may have gone out sends again only under its key."""
+        capabilities = self.capabilities.get(turn.inbound.channel)
+        style = capabilities.citations if capabilities is not None else "structured"
+        planned = earlier or PlannedReply(new_id(), deliverable(reply.text, turn.sources, style, turn.citations))
+        intent, planned = await self.intents.begin(turn.trace.turn_id, planned, fence)
         agent_message = Message(
+                id=planned.message_id,
                 conversation_id=turn.conversation.id,
                 persona_id=turn.persona.id,
                 role=Role.AGENT,
@@ -283,12 +324,14 @@ class TurnPipeline:
                 sources=turn.sources,
             )
         await self.store.add_message(agent_message)
-        capabilities = self.capabilities.get(turn.inbound.channel)
-        style = capabilities.citations if capabilities is not None else "structured"
-        delivery = await self._deliver(sink, deliverable(reply.text, turn.sources, style, turn.citations))
+        if intent is SendIntent.FIRST or isinstance(sink, IdempotentSink):
+            delivery = await self._deliver(sink, planned.text, key=turn.trace.turn_id)
+        else:
+            _note(turn, "resumed after its process stopped while sending: not sent again (no idempotency key)")
+            delivery = DeliveryReport(delivered=True)
         agent_message.delivery = DeliveryStatus.DELIVERED if delivery.delivered else DeliveryStatus.FAILED
         agent_message.delivery_error = delivery.error
-        return agent_message, delivery
+        return agent_message, delivery, planned.text
 
     @staticmethod
     def _cite(turn: Turn, reply: Reply) -> Reply:
@@ -346,10 +389,12 @@ class TurnPipeline:
         ``pending`` is a user message that is not stored (a preview's sample text); context
         preparers that are still running at ``context_deadline`` (loop time) are cut off."""
         # One read serves the prompt and the RAG search (which wants a longer history).
-        turn.recent = self._memory_for(turn, await self.memory.get_memory(
-            turn.persona, count=max(self.settings.memory_count, RECENT_FOR_CONTEXT),
-            max_chars=self.settings.memory_max_chars,
-        ))
+        async with self.slots.hold():
+            recent = await self.memory.get_memory(
+                turn.persona, count=max(self.settings.memory_count, RECENT_FOR_CONTEXT),
+                max_chars=self.settings.memory_max_chars,
+            )
+        turn.recent = self._memory_for(turn, recent)
         turn.memory = turn.recent[-self.settings.memory_count:]
         if pending is not None:
             turn.memory.append(pending)
@@ -359,14 +404,15 @@ class TurnPipeline:
             await self._prepare(preparer, turn, context_deadline)
         if clock is not None:
             clock.lap("context")
-        assembled = await self.prompts.build(
-            PromptInputs(
-                persona_id=turn.persona.id,
-                channel=turn.inbound.channel,
-                memory=turn.memory,
-                rag=turn.rag,
+        async with self.slots.hold():
+            assembled = await self.prompts.build(
+                PromptInputs(
+                    persona_id=turn.persona.id,
+                    channel=turn.inbound.channel,
+                    memory=turn.memory,
+                    rag=turn.rag,
+                )
             )
-        )
         if turn.citations is not None and turn.citations.numbered and turn.sources:
             assembled.messages = with_instruction(assembled.messages)
         return assembled
@@ -435,9 +481,9 @@ class TurnPipeline:
         _note(turn, problem)
         return Reply(text=self.settings.llm_fallback_message, responder="fallback")
 
-    async def _deliver(self, sink: ReplySink, text: str) -> DeliveryReport:
+    async def _deliver(self, sink: ReplySink, text: str, key: str) -> DeliveryReport:
         try:
-            report = await sink.deliver(text)
+            report = await (sink.deliver_keyed(text, key) if isinstance(sink, IdempotentSink) else sink.deliver(text))
         except Exception as exc:
             log.exception("delivery failed")
             report = DeliveryReport(delivered=False, error=f"{type(exc).__name__}: {exc}")

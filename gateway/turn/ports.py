@@ -9,8 +9,8 @@ from typing import Literal, Protocol, runtime_checkable
 from gateway.core.models import Message, PromptMessage
 from gateway.turn.citations import CitationStyle
 
-__all__ = ["AssembledPrompt", "Capabilities", "DeliveryReport", "Markup", "RagMode", "PromptAssembler", "PromptInputs",
-           "ReplySink"]
+__all__ = ["AssembledPrompt", "Capabilities", "DeliveryReport", "IdempotentSink", "Markup", "RagMode",
+           "PromptAssembler", "PromptInputs", "ReplySink"]
 
 
 Markup = Literal["plain", "html", "mrkdwn", "markdown"]
@@ -40,6 +40,7 @@ class DeliveryReport:
     parts: int = 1
     external_ids: tuple[str, ...] = ()
     error: str | None = None
+    retryable: bool = False  # it failed for a reason that may pass (vendor 5xx, network, rate limit)
 
 
 @runtime_checkable
@@ -51,6 +52,15 @@ class ReplySink(Protocol):
     async def delta(self, text: str) -> None: ...
 
     async def deliver(self, text: str) -> DeliveryReport: ...
+
+
+@runtime_checkable
+class IdempotentSink(Protocol):
+    """A sink whose vendor drops a repeated send carrying the same idempotency key (Twilio). A turn
+    delivers through ``deliver_keyed`` with a key of its own, so a turn resumed after its process died
+    mid-send can send again safely."""
+
+    async def deliver_keyed(self, text: str, key: str) -> DeliveryReport: ...
 
 
 @dataclass

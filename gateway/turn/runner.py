@@ -14,9 +14,11 @@ from collections.abc import Coroutine
 from typing import Any, Protocol, runtime_checkable
 
 from gateway.conversation.store import RedisStore
+from gateway.core.errors import TurnFenced
 from gateway.core.metrics import Metrics
 from gateway.turn.pipeline import Turn, TurnOutcome, TurnPipeline
 from gateway.turn.ports import ReplySink
+from gateway.turn.reply_intent import Fence
 
 __all__ = ["ShowsTyping", "TurnRunner"]
 
@@ -60,11 +62,14 @@ class TurnRunner:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    async def run_turn(self, turn: Turn, sink: ReplySink) -> TurnOutcome | None:
+    async def run_turn(self, turn: Turn, sink: ReplySink, fence: Fence | None = None) -> TurnOutcome | None:
         """Run a turn here and now; a failure is logged, counted and recorded, never raised."""
         typing = asyncio.create_task(self._keep_typing(sink)) if isinstance(sink, ShowsTyping) else None
         try:
-            return await self.pipeline.run(turn, sink)
+            return await self.pipeline.run(turn, sink, fence)
+        except TurnFenced as exc:  # another consumer runs it now: record nothing over its work
+            log.warning("%s", exc)
+            return None
         except asyncio.CancelledError:
             await self._record(turn, "turn cancelled at shutdown before it finished")
             raise

@@ -42,6 +42,8 @@ class HybridLlmStrategy:
                 request.model_copy(update={"k": max(self._candidate_k, request.k)})
             )
         candidates = [hit.topic for hit in prefiltered.hits]
+        # The prefilter's own stages (embed, sparse, dense, fuse) stay in the trace beside its total.
+        legs = {k: v for k, v in prefiltered.timings_ms.items() if k != "total"}
         if not candidates:
             return prefiltered.model_copy(update={"strategy": self.name})
         with timer.stage("llm"):
@@ -51,7 +53,7 @@ class HybridLlmStrategy:
                 update={
                     "strategy": self.name,
                     "hits": prefiltered.hits[: request.k],
-                    "timings_ms": timer.finish(),
+                    "timings_ms": {**legs, **timer.finish()},
                     "prompt_tokens": selection.prompt_tokens,
                     "fell_back": True,
                     "fallback_reason": selection.failure,
@@ -62,7 +64,7 @@ class HybridLlmStrategy:
             update={
                 "strategy": self.name,
                 "hits": selected_hits(selection.ids, candidates, request.k, scored),
-                "timings_ms": timer.finish(),
+                "timings_ms": {**legs, **timer.finish()},
                 "prompt_tokens": selection.prompt_tokens,
             }
         )

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import httpx
 
 from gateway.core.models import Message, Role
+from gateway.core.redis_tally import counting
 from gateway.live.feeds import FeedPayload
 from gateway.turn.ports import PromptInputs
 from tests.inspect import read_trace
@@ -137,3 +138,18 @@ def test_preview_without_persona_uses_a_sample(admin):
     assert "Tuesday 24th of February 2026, 09:00 (UTC)" in body["messages"][0]["content"]
     assert body["messages"][1:] == [{"role": "user", "content": "What time is it?"}]
     assert datetime(2026, 2, 24, tzinfo=UTC)  # the manual clock the gateway runs on
+
+
+async def test_every_hash_the_prompt_shows_is_read_in_one_round_trip(services, clock):
+    persona, memory = await _realistic(services, clock)
+    await services.live.feeds.put("vip", FeedPayload(text="gold member", persona_id=persona.id))
+    await services.prompts.build(PromptInputs(persona.id, "telegram", memory, rag=RAG))  # calendar built
+    with counting() as tally:
+        prompt = await services.prompts.build(PromptInputs(persona.id, "telegram", memory, rag=RAG))
+    system = prompt.messages[0].content
+    for shown in ("Offer the sea-view upgrade", "intent: book a room", "<ConvoAgentCalendar>",
+                  "Rooms free tonight: 3", "Sunny, 18C", "gold member"):
+        assert shown in system
+    # The persona's and the project's attributes and both feed hashes in one pipeline, the template in one
+    # read: before, the project's attributes were read three times and each hash on its own.
+    assert tally.round_trips == 2
