@@ -132,7 +132,11 @@ async def measure(base: str, gateway: bool, duration_s: float) -> dict:
 def gateway_env(mode: str, agent: str, redis_url: str, llm_url: str) -> dict[str, str]:
     env = {"SWITCHBOARD_REDIS_URL": redis_url, "SWITCHBOARD_AGENT_ID": agent, "SWITCHBOARD_LLM_BASE_URL": llm_url,
            "SWITCHBOARD_LLM_API_KEY": "bench", "SWITCHBOARD_LOG_LEVEL": "WARNING",
-           "SWITCHBOARD_DATA_DIR": f"/tmp/{agent}", "SWITCHBOARD_ADMIN_TOKEN": "bench-admin"}
+           "SWITCHBOARD_DATA_DIR": f"/tmp/{agent}", "SWITCHBOARD_ADMIN_TOKEN": "bench-admin",
+           # One loopback client sends every turn: the web-chat limits stay on (each message still pays
+           # for its counts) but high enough that the load generator is never refused.
+           "SWITCHBOARD_WEBCHAT_SESSIONS_PER_ADDRESS": "1000000", "SWITCHBOARD_WEBCHAT_MESSAGES_PER_ADDRESS": "1000000",
+           "SWITCHBOARD_WEBCHAT_MESSAGES_PER_SESSION": "1000000"}
     if mode == "no-retrieval":
         return {**env, "SWITCHBOARD_EMBEDDINGS": "none", "SWITCHBOARD_QDRANT_URL": ":memory:"}
     return {**env, "SWITCHBOARD_EMBEDDING_MODEL_PATH": str(MODEL)}  # shipped defaults otherwise

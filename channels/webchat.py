@@ -226,8 +226,7 @@ class WebChatAdapter:
 
     async def limit_message(self, session: WebSession, address: str) -> None:
         """One more message from ``address`` in ``session``, or 429 past either limit."""
-        await self.limits.webchat_address_messages.take(address)
-        await self.limits.webchat_session_messages.take(session.id)
+        await self.limits.take_webchat_message(address, session.id)
 
     async def post_message(self, session: WebSession, body: ChatMessageIn) -> dict:
         return await self.answer(session, body, _CollectingSink())

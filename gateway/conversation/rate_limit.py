@@ -50,12 +50,15 @@ class RateLimit:
         return RateLimited(f"too many {self.rule.what}: {limit} per {self.rule.window_s} s; "
                            f"try again in {wait_s} s", retry_after_s=wait_s)
 
-    async def _count(self, who: str) -> tuple[int, int]:
+    def _queue_count(self, pipe, who: str) -> None:  # noqa: ANN001 - a redis pipeline
         key = self._key(who)
+        pipe.set(key, 0, ex=self.rule.window_s, nx=True)  # the window starts at the first event
+        pipe.incr(key)
+        pipe.pttl(key)
+
+    async def _count(self, who: str) -> tuple[int, int]:
         async with self.store.redis.pipeline(transaction=True) as pipe:
-            pipe.set(key, 0, ex=self.rule.window_s, nx=True)  # the window starts at the first event
-            pipe.incr(key)
-            pipe.pttl(key)
+            self._queue_count(pipe, who)
             _, used, ttl_ms = await pipe.execute()
         return int(used), int(ttl_ms)
 
@@ -67,6 +70,22 @@ class RateLimit:
         used, ttl_ms = await self._count(who)
         if used > limit:
             raise self._refuse(limit, ttl_ms)
+
+    @staticmethod
+    async def take_each(*takes: tuple[RateLimit, str]) -> None:
+        """``take`` for several (limit, caller) pairs in one round trip; every pair is counted, and the
+        first one past its limit is the refusal."""
+        active = [(limit, who) for limit, who in takes if limit.rule.limit > 0]
+        if not active:
+            return
+        async with active[0][0].store.redis.pipeline(transaction=True) as pipe:
+            for limit, who in active:
+                limit._queue_count(pipe, who)
+            answers = await pipe.execute()
+        for i, (limit, _) in enumerate(active):
+            used, ttl_ms = int(answers[3 * i + 1]), int(answers[3 * i + 2])
+            if used > limit.rule.limit:
+                raise limit._refuse(limit.rule.limit, ttl_ms)
 
     async def check(self, who: str) -> None:
         """Refuse ``who`` while its failures have reached the limit; counts nothing."""
@@ -99,6 +118,10 @@ class RateLimits:
     signin_account: RateLimit  # failures per username
     signin_address: RateLimit  # failures per client address
     api_keys: RateLimit  # per key; each key's own limit per minute
+
+    async def take_webchat_message(self, address: str, session_id: str) -> None:
+        """One web-chat message against its address's and its session's limits, in one round trip."""
+        await RateLimit.take_each((self.webchat_address_messages, address), (self.webchat_session_messages, session_id))
 
     @classmethod
     def build(cls, store: RedisStore, settings: Settings, metrics: Metrics) -> RateLimits:
