@@ -58,6 +58,7 @@ _MENTION = re.compile(r"<@[UW][A-Z0-9]+(?:\|[^>]*)?>")
 QUEUED_EVENTS = ("app_mention", "message")
 _WORK = "switchboard_work"
 _ERROR = "switchboard_error"
+_DELIVERY = "switchboard_delivery_id"  # the inbox entry being accepted
 
 
 class SlackEvent(BaseModel):
@@ -182,6 +183,7 @@ class SlackAdapter:
     # -- a turn consumer hands queued events back here -----------------------------------------
     async def accept(self, delivery: Delivery) -> TurnWork | None:
         request = AsyncBoltRequest(body=delivery.body, headers={"content-type": "application/json"})
+        request.context[_DELIVERY] = delivery.id  # read back by the listener: the message's claim owner
         response = await self.app.async_dispatch(request)
         if (error := request.context.get(_ERROR)) is not None:
             raise error  # a listener failed (Redis?): the consumer retries the delivery
@@ -209,11 +211,11 @@ class SlackAdapter:
 
     async def _listen(self, body: dict, raw: dict, context: dict, *, mention: bool) -> None:
         try:
-            context[_WORK] = await self._accept(body, raw, mention=mention)
+            context[_WORK] = await self._accept(body, raw, mention=mention, delivery_id=context.get(_DELIVERY))
         except Exception as exc:  # handed to the consumer: bolt would only log it
             context[_ERROR] = exc
 
-    async def _accept(self, body: dict, raw: dict, *, mention: bool) -> TurnWork | None:
+    async def _accept(self, body: dict, raw: dict, *, mention: bool, delivery_id: str | None) -> TurnWork | None:
         try:
             event = SlackEvent.model_validate(raw)
         except ValidationError:
@@ -237,7 +239,7 @@ class SlackAdapter:
             text=text,
             thread=thread,
         )
-        turn = await self.context.pipeline.accept(inbound)
+        turn = await self.context.pipeline.accept(inbound, delivery_id=delivery_id)
         return None if turn is None else TurnWork(turn, SlackSink(self.client, event.channel, reply_ts, self.policy))
 
     def router(self) -> APIRouter:

@@ -205,7 +205,7 @@ class TelegramAdapter:
             raise DeliveryRejected(f"not a Telegram Update: {exc.error_count()} validation error(s)") from exc
 
     async def accept(self, delivery: Delivery) -> Work | None:
-        return await self.accept_update(self._update(delivery))
+        return await self.accept_update(self._update(delivery), delivery_id=delivery.id)
 
     def sink_for(self, delivery: Delivery) -> TelegramSink:
         msg = self._update(delivery).message
@@ -213,13 +213,13 @@ class TelegramAdapter:
             raise DeliveryRejected("a Telegram update without a message has no reply target")
         return TelegramSink(self.bot, target_of(msg), self.policy)
 
-    async def accept_update(self, update: Update) -> Work | None:
+    async def accept_update(self, update: Update, *, delivery_id: str | None = None) -> Work | None:
         event = read_update(update, await self.me())
         if isinstance(event, Ignored):
             log.debug("telegram update %s ignored: %s", update.update_id, event.reason)
             return None
         if isinstance(event, ChatText):
-            turn = await self.context.pipeline.accept(event.inbound)
+            turn = await self.context.pipeline.accept(event.inbound, delivery_id=delivery_id)
             return None if turn is None else TurnWork(turn, TelegramSink(self.bot, event.target, self.policy))
         if not await self.context.store.claim_once("update", CHANNEL, str(update.update_id)):
             self.context.metrics.duplicates.labels(CHANNEL).inc()

@@ -169,7 +169,7 @@ class TwilioSmsAdapter:
             text=sms.body.strip(),
             attachments=tuple(Attachment(kind="media") for _ in range(sms.num_media)),
         )
-        turn = await self.context.pipeline.accept(inbound)
+        turn = await self.context.pipeline.accept(inbound, delivery_id=delivery.id)
         return None if turn is None else TurnWork(turn, self.sink_for(delivery))
 
     def sink_for(self, delivery: Delivery) -> SmsSink:

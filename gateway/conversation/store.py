@@ -54,9 +54,19 @@ class RedisStore:
         """The one layout of every "seen once" key: ``dedup:<scope>:<channel>:<vendor id>``."""
         return self.key("dedup", scope, channel, external_id)
 
-    async def claim_once(self, scope: DedupScope, channel: str, external_id: str, ttl_s: int = DEDUP_TTL_S) -> bool:
-        """True the first time this id is seen, False for every repeat (vendor retries)."""
-        return bool(await self.redis.set(self.dedup_key(scope, channel, external_id), "1", nx=True, ex=ttl_s))
+    async def claim_once(self, scope: DedupScope, channel: str, external_id: str, ttl_s: int = DEDUP_TTL_S,
+                         *, owner: str | None = None) -> bool:
+        """True the first time this id is seen, False for every repeat (vendor retries). With ``owner`` (the
+        inbox delivery that claims it), a claim made earlier by that same owner counts as its own: a
+        delivery whose acceptance was cut off after the claim (Redis dropped the connection) is accepted
+        when it is tried again, where any other delivery of the same message is a repeat."""
+        key = self.dedup_key(scope, channel, external_id)
+        if await self.redis.set(key, owner or "1", nx=True, ex=ttl_s):
+            return True
+        if owner is None:
+            return False
+        held = await self.redis.get(key)
+        return (held.decode() if isinstance(held, bytes) else held) == owner
 
     async def release_claim(self, scope: DedupScope, channel: str, external_id: str) -> None:
         await self.redis.delete(self.dedup_key(scope, channel, external_id))

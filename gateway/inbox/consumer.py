@@ -387,7 +387,11 @@ class InboxConsumer:
                 await self._failed(delivery, waiting, exc)
                 return WAITS
             if isinstance(work, TurnWork):
-                await self.inbox.save_accepted(delivery, work.turn)
+                try:
+                    await self.inbox.save_accepted(delivery, work.turn)
+                except Exception:  # the turn does not run now: its retry accepts the message again
+                    await self.runner.pipeline.abandon(work.turn)
+                    raise
         return work
 
     async def _dead(self, delivery: Delivery, error: str) -> None:

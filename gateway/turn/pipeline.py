@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -57,6 +58,14 @@ from gateway.turn.responders import KnowledgeHit, Reply, ReplyRequest, Responder
 log = logging.getLogger(__name__)
 
 HANDOFF_MARKER = "[HANDOFF]"  # the model's way to ask for a person (SWITCHBOARD_HANDOFF_LLM_SIGNAL)
+_USER_MESSAGE_IDS = uuid.UUID("9b1f3c52-5d7e-4a39-9e55-0c7f2d4b8a61")  # namespace of inbox messages' ids
+
+
+def _stable_id(channel: str, delivery_id: str | None) -> dict[str, str]:
+    """The user message's id for an inbox delivery: the same on every try, so a retry stores it once."""
+    return {} if delivery_id is None else {"id": uuid.uuid5(_USER_MESSAGE_IDS, f"{channel}:{delivery_id}").hex}
+
+
 RECENT_FOR_CONTEXT = 21  # the seed's RAG history (20 messages) plus the message being answered
 
 
@@ -188,18 +197,23 @@ class TurnPipeline:
         self.capabilities: dict[str, Capabilities] = {}
         self._phrases = [p.strip().lower() for p in settings.handoff_phrases.split("|") if p.strip()]
 
-    async def accept(self, inbound: InboundMessage, *, rag_mode: RagMode = "inline") -> Turn | None:
-        """Persist the user message and take a turn ticket; ``None`` for a duplicate delivery."""
+    async def accept(self, inbound: InboundMessage, *, rag_mode: RagMode = "inline",
+                     delivery_id: str | None = None) -> Turn | None:
+        """Persist the user message and take a turn ticket; ``None`` for a duplicate delivery.
+
+        ``delivery_id`` is the inbox entry the message came in: accepting it again (its first try was cut
+        off by a Redis failure before the turn was recorded) is not a duplicate, and stores the user
+        message under the same id, so the transcript holds it once."""
         async with self.slots.hold():
             with counting() as tally:
-                turn = await self._accept(inbound, rag_mode)
+                turn = await self._accept(inbound, rag_mode, delivery_id)
         if turn is not None:
             _add_redis(turn.trace, tally)
         return turn
 
-    async def _accept(self, inbound: InboundMessage, rag_mode: RagMode) -> Turn | None:
+    async def _accept(self, inbound: InboundMessage, rag_mode: RagMode, delivery_id: str | None) -> Turn | None:
         t0, cpu0 = time.perf_counter(), time.process_time()
-        if not await self.store.claim_once("msg", inbound.channel, inbound.external_message_id):
+        if not await self.store.claim_once("msg", inbound.channel, inbound.external_message_id, owner=delivery_id):
             self.metrics.duplicates.labels(inbound.channel).inc()
             return None
         ticket: int | None = None
@@ -208,6 +222,7 @@ class TurnPipeline:
             conversation, started = await self.sessions.open(persona, inbound)
             ticket = await self.lock.take_ticket(conversation.id)
             user_message = Message(
+                **_stable_id(inbound.channel, delivery_id),
                 conversation_id=conversation.id,
                 persona_id=persona.id,
                 role=Role.USER,
@@ -216,6 +231,7 @@ class TurnPipeline:
                 external_id=inbound.external_message_id,
                 created_at=inbound.received_at,
             )
+
             trace = TurnTrace(
                 conversation_id=conversation.id,
                 persona_id=persona.id,
@@ -234,6 +250,15 @@ class TurnPipeline:
         trace.stages.append(StageTiming(stage="accept", ms=round((time.perf_counter() - t0) * 1000, 3),
                                         cpu_ms=round((time.process_time() - cpu0) * 1000, 3)))
         return Turn(inbound, persona, conversation, user_message, ticket, started, trace, rag_mode=rag_mode)
+
+    async def abandon(self, turn: Turn) -> None:
+        """An accepted turn that will not run (what would resume it could not be recorded): the
+        conversation's next turn need not wait for its ticket. With Redis away this fails too, and the
+        ticket is skipped after the turn lock's grace instead."""
+        try:
+            await self.lock.pass_ticket(turn.conversation.id, turn.ticket)
+        except Exception as exc:
+            log.warning("could not give up the ticket of abandoned turn %s: %s", turn.trace.turn_id, exc)
 
     async def run(self, turn: Turn, sink: ReplySink, fence: Fence | None = None) -> TurnOutcome:
         with counting() as tally:
@@ -306,8 +331,10 @@ class TurnPipeline:
 
     async def _send(self, turn: Turn, reply: Reply, sink: ReplySink, fence: Fence | None = None,
                     earlier: PlannedReply | None = None) -> tuple[Message, DeliveryReport, str]:
-        """Record the intent, store the reply as pending, deliver it, and record how that went (stored by
-        ``finish_turn``). A resumed turn whose reply may have gone out sends again only under its key."""
+        """Record the intent, deliver the reply, then store it with how that went. A resumed turn whose
+        reply may have gone out sends again only under its key. Nothing is awaited between the intent and
+        the send: a process that dies in that window leaves a reply that a vendor without idempotency keys
+        (Telegram, Slack) never received and that is not sent again, so the window is kept to the send."""
         capabilities = self.capabilities.get(turn.inbound.channel)
         style = capabilities.citations if capabilities is not None else "structured"
         planned = earlier or PlannedReply(new_id(), deliverable(reply.text, turn.sources, style, turn.citations))
@@ -323,7 +350,6 @@ class TurnPipeline:
                 delivery=DeliveryStatus.PENDING,
                 sources=turn.sources,
             )
-        await self.store.add_message(agent_message)
         if intent is SendIntent.FIRST or isinstance(sink, IdempotentSink):
             delivery = await self._deliver(sink, planned.text, key=turn.trace.turn_id)
         else:
@@ -331,6 +357,7 @@ class TurnPipeline:
             delivery = DeliveryReport(delivered=True)
         agent_message.delivery = DeliveryStatus.DELIVERED if delivery.delivered else DeliveryStatus.FAILED
         agent_message.delivery_error = delivery.error
+        await self.store.add_message(agent_message)
         return agent_message, delivery, planned.text
 
     @staticmethod

@@ -12,11 +12,12 @@ from gateway.inbox.stream import Inbox
 from gateway.services import Services
 
 
-async def until(check, timeout_s: float, what: str) -> None:
+async def until(check, timeout_s: float, what: str, seen=None) -> None:
+    """Wait for ``check``; on a time-out say what ``seen()`` (if given) shows instead."""
     deadline = time.monotonic() + timeout_s
     while not check():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
+            raise AssertionError(f"timed out waiting for {what}" + (f"; seen: {seen()!r}" if seen else ""))
         await asyncio.sleep(0.02)
 
 
