@@ -213,6 +213,7 @@ class TurnTrace(BaseModel):
     sections: dict[str, dict[str, int | bool]] = Field(default_factory=dict)
     error: Text | None = None
     delivery_error: Text | None = None
+    delivery_retryable: bool = False  # the failure may pass (vendor 5xx, network): the inbox sends it again
     # Why the bot did not answer or its answer was not delivered: the conversation was handed off
     # (before the turn, or while it ran); the user's message stays in the transcript for the operator.
     suppressed: Text | None = None

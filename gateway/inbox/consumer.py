@@ -29,7 +29,7 @@ from typing import Literal
 from uuid import uuid4
 
 from gateway.core.metrics import Metrics
-from gateway.core.models import DeliveryStatus
+from gateway.core.models import DeliveryStatus, TurnTrace
 from gateway.core.settings import Settings
 from gateway.inbox.handler import DeliveryRejected, InboxHandler, SendWork, TurnWork, Work
 from gateway.inbox.retries import BEHIND, STEP_BEHIND_S, Backoff, RetryWindow, Waiting, scrubbed
@@ -373,6 +373,8 @@ class InboxConsumer:
             if turn is not None:  # persisted by a consumer that went away: run it, do not store it again
                 finished = await self.inbox.store.get_trace(turn.trace.turn_id)
                 if finished is not None and finished.agent_message_id is not None:
+                    if finished.delivery_retryable:  # it ran, but the vendor did not take the reply
+                        return await self._undelivered_before(delivery, waiting, finished)
                     return None  # it had even replied; only its acknowledgement was lost
                 return TurnWork(turn, handler.sink_for(delivery))
         async with self.inbox.order.hold(delivery.order_key, delivery.ticket, self.settings.turn_lock_ttl_s):
@@ -393,6 +395,17 @@ class InboxConsumer:
                     await self.runner.pipeline.abandon(work.turn)
                     raise
         return work
+
+    async def _undelivered_before(self, delivery: Delivery, waiting: Waiting | None,
+                                  finished: TurnTrace) -> Literal["waits"]:
+        """A turn finished by a consumer that went away before it could record that the reply still
+        had to go out: the reply waits to be sent again, as if that consumer had recorded it."""
+        planned = await self.runner.pipeline.intents.earlier(finished.turn_id)
+        if planned is None:  # the intent expired with the turn's other records: nothing left to send
+            raise DeliveryRejected(f"turn {finished.turn_id}: its reply was not delivered and is no longer kept")
+        report = DeliveryReport(delivered=False, error=finished.delivery_error, retryable=True)
+        await self._undelivered(delivery, waiting, report, planned.text, planned.message_id)
+        return WAITS
 
     async def _dead(self, delivery: Delivery, error: str) -> None:
         log.error("%s delivery %s dead-lettered: %s", delivery.channel, delivery.dedup_id, error)

@@ -317,6 +317,7 @@ class TurnPipeline:
             trace.usage = reply.usage
             trace.tool_calls = reply.tool_calls
             trace.delivery_error = delivery.error
+            trace.delivery_retryable = not delivery.delivered and delivery.retryable
             trace.total_ms = round((time.perf_counter() - t0) * 1000, 3)
             _add_redis(trace, tally)
             turn.conversation.last_activity_at = utcnow()

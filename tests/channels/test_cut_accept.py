@@ -1,9 +1,13 @@
-"""A delivery whose acceptance is cut off after the user message was stored (Redis drops the connection
-before the accepted turn is recorded) is answered when it is tried again, and the user message is stored
-once; a second inbox entry for the same message is still a duplicate.
+"""Deliveries cut off between two of their records are answered all the same.
 
-Found by bench/soak.py: a Redis restart in that window left the message claimed, so the retry was taken
-for a vendor's redelivery and acknowledged without a reply.
+- Acceptance cut off after the user message was stored (Redis drops the connection before the accepted
+  turn is recorded): answered when it is tried again, the user message stored once; a second inbox entry
+  for the same message is still a duplicate.
+- A turn that ran while the vendor refused its reply, whose consumer went away before recording that the
+  reply must wait: the consumer that takes it over sends the stored reply (the turn is not run again).
+
+Both were found by bench/soak.py (a Redis restart, then a SIGKILLed worker, in those windows): each was
+acknowledged without a reply.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import json
 
 import pytest
 
+from gateway.inbox.retries import Retries, Waiting
 from gateway.inbox.stream import Delivery, Inbox
 from gateway.turn.pipeline import Turn
 from tests.channels import vendors
@@ -83,3 +88,50 @@ async def test_another_inbox_entry_for_a_message_already_taken_is_still_a_duplic
         await both.stop()
     assert fake_telegram.sent_texts() == ["Once."]
     assert await _user_texts(services) == ["Are you open on Sunday?"]
+
+
+class ForgetfulRetries(Retries):
+    """The retry records of a consumer that went away before it could write its first one."""
+
+    lost = 0
+
+    async def wait(self, *args, **kwargs) -> Waiting | None:
+        if not self.lost:
+            self.lost += 1
+            raise ConnectionError("Connection closed by server.")
+        return await super().wait(*args, **kwargs)
+
+
+async def test_a_reply_the_vendor_refused_before_its_consumer_went_away_is_sent_when_taken_over(
+        services, fake_telegram, fake_openai):
+    fake_telegram.recorder.fail_for("sendMessage", 502, 1.0, description="Bad Gateway")
+    fake_openai.script_reply("We open at nine.")
+    update = vendors.telegram_update(vendors.telegram_message("When do you open?"))
+    assert await services.inbox.push("telegram", str(update["update_id"]), str(vendors.USER_ID), json.dumps(update))
+
+    inbox = Inbox(services.redis, services.store)
+    inbox.retries = ForgetfulRetries(services.redis, services.store, inbox.stream, inbox.retries.window)
+    gone = consumer(services, inbox)
+    await gone.start()
+    try:
+        await until(lambda: inbox.retries.lost == 1 and gone.in_flight == 0, 10,
+                    "the turn to finish with its reply refused")
+    finally:
+        await gone.stop()
+    assert fake_telegram.sent_texts() == []
+    assert await services.redis.xlen(services.inbox.stream) == 1  # left pending: nothing says it must wait
+
+    taking_over = consumer(services)  # the turn is not run again: its stored reply waits, then goes out
+    await taking_over.start()
+    try:
+        await until(lambda: fake_telegram.sent_texts() == ["We open at nine."], 10, "the reply",
+                    lambda: fake_telegram.sent_texts())
+        await until(lambda: taking_over.in_flight == 0, 5, "the resend to finish")
+    finally:
+        await taking_over.stop()
+    assert fake_telegram.sent_texts() == ["We open at nine."]
+    assert len(fake_openai.chat_requests()) == 1
+    assert await services.redis.xlen(services.inbox.stream) == 0
+    [agent] = [m for m in await services.store.conversation_messages(
+        (await services.store.redis.zrange(services.store.key("convs"), 0, -1))[0].decode()) if m.role.value == "agent"]
+    assert agent.delivery.value == "delivered"
