@@ -43,10 +43,14 @@ async def services(channel_settings):
     await built.aclose()
 
 
-async def _user_texts(services) -> list[str]:
+async def _messages(services, role: str) -> list:
+    """The one conversation's stored messages of ``role``."""
     conversation_id = (await services.store.redis.zrange(services.store.key("convs"), 0, -1))[0].decode()
-    messages = await services.store.conversation_messages(conversation_id)
-    return [m.text for m in messages if m.role.value == "user"]
+    return [m for m in await services.store.conversation_messages(conversation_id) if m.role.value == role]
+
+
+async def _user_texts(services) -> list[str]:
+    return [m.text for m in await _messages(services, "user")]
 
 
 async def test_a_delivery_cut_off_while_accepted_is_answered_on_its_retry_and_stored_once(
@@ -132,6 +136,5 @@ async def test_a_reply_the_vendor_refused_before_its_consumer_went_away_is_sent_
     assert fake_telegram.sent_texts() == ["We open at nine."]
     assert len(fake_openai.chat_requests()) == 1
     assert await services.redis.xlen(services.inbox.stream) == 0
-    [agent] = [m for m in await services.store.conversation_messages(
-        (await services.store.redis.zrange(services.store.key("convs"), 0, -1))[0].decode()) if m.role.value == "agent"]
+    [agent] = await _messages(services, "agent")
     assert agent.delivery.value == "delivered"
