@@ -19,6 +19,7 @@ from twilio.http.async_http_client import AsyncTwilioHttpClient
 from twilio.http.response import Response as TwilioResponse
 from twilio.request_validator import RequestValidator, get_signature_algorithm
 from twilio.rest import Client
+from twilio.rest.api.v2010 import account as _account  # noqa: F401 -- imported here, not by the first send
 
 from channels.delivery import reject_unverified
 from channels.errors import ChannelRateLimited, ChannelRejected, ChannelUnavailable

@@ -11,6 +11,7 @@ import redis as redis_sync
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
+from redis.driver_info import DriverInfo
 from redis.exceptions import ConnectionError as RedisConnectionError
 from rq import Queue
 
@@ -177,6 +178,9 @@ class Services:
             # A pooled connection that Redis closed (it restarted) is replaced at once, not reported as an error;
             # a timeout is not retried, so a hung Redis costs one read timeout.
             retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), 2, supported_errors=(RedisConnectionError,)),
+            # Told once: left to itself redis-py looks its own version up in the installed packages' metadata
+            # (a walk of sys.path, milliseconds on the loop) for every new connection, i.e. in every burst.
+            driver_info=DriverInfo(lib_version=redis_sync.__version__),
         )))  # tallying: each turn's trace counts its round trips
         # RQ's workers block on this client for longer than any request would: only connecting is bounded.
         sync = redis_sync.Redis.from_url(redis_url, socket_connect_timeout=settings.redis_connect_timeout_s)

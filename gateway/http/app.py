@@ -32,6 +32,7 @@ from gateway.http.security_headers import SecurityHeaders
 from gateway.services import Services
 
 log = logging.getLogger(__name__)
+GC_THRESHOLDS = (20_000, 20, 20)  # CPython's are (700, 10, 10); measured with bench/webhook_ack.py (README)
 
 
 def create_app(settings: Settings | None = None, *, services: Services | None = None) -> FastAPI:
@@ -46,6 +47,10 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         # out of the collector's reach, or a full collection walks it all and stalls every request.
         gc.collect()
         gc.freeze()
+        # Young collections every 700 new containers run hundreds of times a second under a burst, each
+        # 1-4 ms on the loop once a burst's objects reach the older generations: collect far less often.
+        thresholds = gc.get_threshold()
+        gc.set_threshold(*GC_THRESHOLDS)
         log.info("switchboard agent %r ready", settings.agent_id)
         try:
             yield
@@ -53,6 +58,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
             services.unregister_jobs()
             await services.aclose()
             gc.unfreeze()  # an app embedded in a longer-lived process (tests, a host) leaves nothing pinned
+            gc.set_threshold(*thresholds)
 
     docs = settings.api_docs  # SWITCHBOARD_API_DOCS=false: no /docs, /redoc or /openapi.json
     app = FastAPI(title="Switchboard", version="0.1.0", lifespan=lifespan, docs_url="/docs" if docs else None,

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 from gateway.core.models import Role
 from tests.channels import vendors
@@ -83,3 +86,30 @@ def test_sms_and_voice_from_one_number_are_one_persona(client, live, stored):
         ("twilio_sms", Role.USER), ("twilio_sms", Role.AGENT),
         ("twilio_voice", Role.USER), ("twilio_voice", Role.AGENT)]
     assert len({m.persona_id for m in messages}) == 1
+
+
+# What the first SMS send touches, in a fresh interpreter: twilio imports its REST resources lazily (~24 ms),
+# which would land on the event loop inside the first burst's turns, in front of that burst's webhook acks.
+FIRST_SEND = """
+import asyncio, sys, types
+from channels.twilio_rest import TwilioRest
+from gateway.core.settings import Settings
+
+async def main():
+    loaded = set(sys.modules)
+    settings = Settings(twilio_account_sid="AC" + "0" * 32, twilio_auth_token="t")
+    rest = TwilioRest(types.SimpleNamespace(settings=settings))
+    rest._rest().messages  # what send_sms reaches before its request
+    await rest.close()
+    print(sorted(m for m in set(sys.modules) - loaded if m.startswith("twilio")))
+
+asyncio.run(main())
+"""
+
+
+def test_the_first_send_imports_no_twilio_module():
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", FIRST_SEND], cwd=root, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+

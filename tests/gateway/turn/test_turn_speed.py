@@ -1,14 +1,19 @@
-"""What a turn's trace says about its cost (per-stage CPU, Redis round trips), and turns bounded to a few at
-once in their CPU-heavy phases (SWITCHBOARD_TURN_CPU_SLOTS) still all answer, in parallel."""
+"""What a turn's trace says about its cost (per-stage CPU, Redis round trips), turns bounded to a few at once in
+their CPU-heavy phases (SWITCHBOARD_TURN_CPU_SLOTS) still all answer, in parallel, and what the process does
+not do on its event loop under a burst (package-metadata reads per Redis connection, frequent collections)."""
 
 from __future__ import annotations
 
+import asyncio
+import gc
+import importlib.metadata
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
-from gateway.http.app import create_app
+from gateway.http.app import GC_THRESHOLDS, create_app
+from gateway.services import Services
 from tests.fakes.live_server import LiveServer
 from tests.inspect import read_trace
 
@@ -45,3 +50,24 @@ def test_turns_beyond_the_cpu_slots_wait_for_one_and_all_answer(settings, fake_o
         assert services.pipeline.slots.waited > 0
         # In parallel: one slot held across each 1 s LLM call would have made them take 8 s in a row.
         assert elapsed < 5.0
+
+
+async def test_new_redis_connections_do_not_read_the_installed_packages_metadata(settings, monkeypatch):
+    services = Services.build(settings)
+    looked_up: list[str] = []
+    real = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: looked_up.append(name) or real(name))
+    try:
+        # Eight commands at once: the pool opens eight connections, as it does at the start of a burst.
+        assert await asyncio.gather(*(services.redis.ping() for _ in range(8))) == [True] * 8
+    finally:
+        await services.aclose()
+    assert "redis" not in looked_up
+
+
+def test_the_app_collects_garbage_less_often_while_it_serves_and_restores_it_after(settings):
+    before = gc.get_threshold()
+    with LiveServer(create_app(settings)):
+        assert gc.get_threshold() == GC_THRESHOLDS != before
+    assert gc.get_threshold() == before
+
