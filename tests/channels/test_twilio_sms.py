@@ -112,4 +112,3 @@ def test_the_first_send_imports_no_twilio_module():
     done = subprocess.run([sys.executable, "-c", FIRST_SEND], cwd=root, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
-

@@ -70,4 +70,3 @@ def test_the_app_collects_garbage_less_often_while_it_serves_and_restores_it_aft
     with LiveServer(create_app(settings)):
         assert gc.get_threshold() == GC_THRESHOLDS != before
     assert gc.get_threshold() == before
-
