@@ -22,7 +22,7 @@ from gateway.conversation.store import RedisStore
 from gateway.core.errors import Forbidden, InvalidInput, NotFound, Unauthorized
 from gateway.core.models import new_id, utcnow
 
-__all__ = ["PREFIX", "ApiKey", "ApiKeyCreate", "ApiKeys"]
+__all__ = ["PREFIX", "ApiKey", "ApiKeyCreate", "ApiKeys", "refusal"]
 
 PREFIX = "sbk_"
 
@@ -45,6 +45,10 @@ class ApiKey(BaseModel):
     agents: list[str]
     rate_limit_per_min: int
     created_at: str = Field(default_factory=lambda: utcnow().isoformat())
+
+
+def refusal(agent: str) -> str:
+    return f"this API key may not call agent {agent!r}"
 
 
 def digest(key: str) -> str:
@@ -121,8 +125,12 @@ class ApiKeys:
     async def authorize(self, key: str | None, agent_id: str) -> ApiKey:
         """The key's record if it may call ``agent_id`` now: 401 unknown or revoked, 403 another agent's,
         429 (with the seconds to wait) past its per-minute limit. Refused calls use none of the limit."""
-        record = await self.identify(key)
+        return await self.admit(await self.identify(key), agent_id)
+
+    async def admit(self, record: ApiKey, agent_id: str, *, shown_as: str | None = None) -> ApiKey:
+        """``record`` if its key may call ``agent_id`` now (403 naming ``shown_as``, the name the caller
+        used, else 429); takes one call of its per-minute limit."""
         if agent_id not in record.agents:
-            raise Forbidden(f"this API key may not call agent {agent_id!r}")
+            raise Forbidden(refusal(shown_as or agent_id))
         await self.rate.take(record.id, record.rate_limit_per_min)
         return record

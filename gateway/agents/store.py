@@ -75,6 +75,17 @@ class AgentStore:
             raise NotFound(f"no agent {agent_id!r}; GET /v1/agents lists them")
         return AgentDefinition.model_validate_json(raw)
 
+    async def find(self, ref: str) -> AgentDefinition:
+        """The agent whose id is ``ref``, else the one named ``ref``: every path that takes an id takes a name."""
+        raw = await self.redis.get(self._key("agent", ref))
+        if raw is not None:
+            return AgentDefinition.model_validate_json(raw)
+        agent_id = await self.redis.hget(self._key("agents"), ref)
+        raw = await self.redis.get(self._key("agent", agent_id.decode())) if agent_id else None
+        if raw is None:
+            raise NotFound(f"no agent {ref!r} (by id or name); GET /v1/agents lists them")
+        return AgentDefinition.model_validate_json(raw)
+
     async def by_name(self, name: str) -> AgentDefinition:
         agent_id = await self.redis.hget(self._key("agents"), name)
         if agent_id is None:

@@ -1,7 +1,9 @@
 """The agent API: agents and versions (admin token); describe, invoke and invoke-stream (an API key
 scoped to the agent, ``gateway.http.agent_auth``). API keys are managed in ``gateway.http.api_keys``.
 
-Errors are ``{"status", "error", "message"}``; a refused agent definition or invocation is a 400.
+Every ``{agent_id}`` may be the agent's id or its name. Errors are ``{"status", "error", "message"}``;
+a refused agent definition or invocation is a 400, an invocation naming an unknown field a 422.
+``invoke`` answers with an ``id`` (the turn's, as the console's trace shows it) and ``usage``.
 ``invoke-stream`` answers newline-delimited JSON: ``{"object": "response.delta", "text"}`` objects
 whose texts concatenate to the answer, then one ``{"object": "response.completed", ...}`` with
 ``customOutputs``. A failure after the stream began cannot change the 200 already sent: the stream
@@ -20,13 +22,14 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response, StreamingResponse
-from pydantic import ValidationError
 
 from gateway.agents.definitions import AgentConfig, AgentCreate, AgentVersion
 from gateway.agents.guardrails import CATALOG
+from gateway.agents.invocation import OVERRIDES, Invocation, configured
 from gateway.agents.runner import InvokeResult
+from gateway.agents.scope import api_session
 from gateway.core.errors import BadRequest, InvalidInput
-from gateway.http.agent_auth import authorize_caller, require_agent_key
+from gateway.http.agent_auth import authorize_caller
 from gateway.http.auth import bearer_token, require_admin, services_of
 from gateway.http.errors import failure
 from gateway.http.json_body import AdminRoute, JSONBodyRoute, read_json
@@ -36,9 +39,6 @@ from gateway.services import Services
 log = logging.getLogger(__name__)
 admin = APIRouter(route_class=AdminRoute)
 callers = APIRouter(route_class=JSONBodyRoute)
-OVERRIDES = ("hybridSearch", "limit", "rerankerTopN", "adjacentChunkRange", "adjacentChunkMerge",
-             "enableHallucinationCheck", "enableMultihopQueryRefinement", "knowledgeBases", "labels", "retrievalMode",
-             "citations")
 
 
 def _agent_json(version: AgentVersion) -> dict:
@@ -50,6 +50,11 @@ async def _as_400(coro):
         return await coro
     except InvalidInput as exc:
         raise BadRequest(exc.message) from None
+
+
+async def _id(services: Services, agent_ref: str) -> str:
+    """Every path's ``{agent_id}`` may be the agent's id or its name (an id wins over a name)."""
+    return (await services.agents.find(agent_ref)).id
 
 
 # -- agents (admin) ------------------------------------------------------------------------------
@@ -68,7 +73,7 @@ async def create_agent(request: Request, services: Services = Depends(require_ad
 
 @admin.get("/v1/agents/{agent_id}")
 async def get_agent(agent_id: str, services: Services = Depends(require_admin)) -> dict:
-    return (await services.agents.get(agent_id)).model_dump(by_alias=True, mode="json")
+    return (await services.agents.find(agent_id)).model_dump(by_alias=True, mode="json")
 
 
 @admin.patch("/v1/agents/{agent_id}",
@@ -77,23 +82,25 @@ async def patch_agent(agent_id: str, request: Request, services: Services = Depe
     data = await read_json(request)
     if not isinstance(data, dict):
         raise BadRequest("body: an object of the fields to change")
-    return _agent_json(await _as_400(services.agents.patch(agent_id, data)))
+    return _agent_json(await _as_400(services.agents.patch(await _id(services, agent_id), data)))
 
 
 @admin.delete("/v1/agents/{agent_id}", status_code=204)
 async def delete_agent(agent_id: str, services: Services = Depends(require_admin)) -> Response:
-    await services.agents.delete(agent_id)
+    await services.agents.delete(await _id(services, agent_id))
     return Response(status_code=204)
 
 
 @admin.get("/v1/agents/{agent_id}/versions")
 async def list_versions(agent_id: str, services: Services = Depends(require_admin)) -> dict:
-    return {"versions": [v.model_dump(by_alias=True, mode="json") for v in await services.agents.versions(agent_id)]}
+    versions = await services.agents.versions(await _id(services, agent_id))
+    return {"versions": [v.model_dump(by_alias=True, mode="json") for v in versions]}
 
 
 @admin.get("/v1/agents/{agent_id}/versions/{version_id}")
 async def get_version(agent_id: str, version_id: str, services: Services = Depends(require_admin)) -> dict:
-    return (await services.agents.resolve(agent_id, version_id)).model_dump(by_alias=True, mode="json")
+    return (await services.agents.resolve(await _id(services, agent_id), version_id)).model_dump(by_alias=True,
+                                                                                             mode="json")
 
 
 @callers.get("/v1/guardrails")
@@ -109,6 +116,7 @@ async def guardrails(request: Request) -> dict:
 
 # -- invoke (caller keys) ------------------------------------------------------------------------
 def session_of(request: Request) -> str | None:
+    """The caller's ``X-Session-ID`` as it sent it (a UUID); ``scope.api_session`` makes it the key's own."""
     raw = request.headers.get("x-session-id")
     if raw is None:
         return None
@@ -118,32 +126,25 @@ def session_of(request: Request) -> str | None:
         raise BadRequest("X-Session-ID: must be a UUID (you make and keep it; any UUID will do)") from None
 
 
-async def prepared(request: Request, agent_id: str, version_id: str) -> tuple[Services, AgentVersion, AgentConfig,
-                                                                                 list[dict], str | None]:
-    """Authorize the caller's key, read the body, resolve the version and apply the invocation's overrides."""
+async def prepared(request: Request, agent_ref: str, version_id: str) -> tuple[Services, AgentVersion, AgentConfig,
+                                                                                  list[dict], str | None]:
+    """Authorize the caller's key, read the body, resolve the version and apply the invocation's overrides.
+
+    The session is the caller's within its key (``scope.api_session``) and the overrides only narrow
+    (``invocation.configured``): whatever runs the turn gets these, never the raw header or body."""
     services = services_of(request)
-    await authorize_caller(request, agent_id)
-    session = session_of(request)
-    body = await read_json(request)
-    if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-        raise BadRequest('body: {"messages": [{"role": "user", "content": "..."}], ...}')
-    version = await services.agents.resolve(agent_id, version_id)
-    config = version.definition.config.model_dump(by_alias=True)
-    overrides = {k: body[k] for k in OVERRIDES if k in body}
-    guardrails = body.get("guardrails") or []
-    try:
-        merged = AgentConfig.model_validate({**config, **overrides,
-                                             "guardrails": [*config["guardrails"], *guardrails]})
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise BadRequest(f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
-    return services, version, merged, body["messages"], session
+    caller = await authorize_caller(request, agent_ref)
+    session = api_session(caller.agent.id, caller.key.id, session_of(request))
+    call = Invocation.parse(await read_json(request))
+    version = await services.agents.resolve(caller.agent.id, version_id)
+    return services, version, configured(version.definition.config, call), call.messages, session
 
 
-@callers.get("/v1/agents/{agent_id}/versions/{version_id}/describe", dependencies=[Depends(require_agent_key)])
+@callers.get("/v1/agents/{agent_id}/versions/{version_id}/describe")
 async def describe(agent_id: str, version_id: str, request: Request) -> dict:
     """What a caller's key may see of a version (``latest`` or an id): enough to pin it."""
-    version = await services_of(request).agents.resolve(agent_id, version_id)
+    caller = await authorize_caller(request, agent_id)
+    version = await services_of(request).agents.resolve(caller.agent.id, version_id)
     config = version.definition.config.model_dump(by_alias=True, mode="json")
     return {"agentId": version.agent_id, "name": version.definition.name, "versionId": version.version_id,
             "createdAt": version.created_at.isoformat(), "config": config}
@@ -154,22 +155,23 @@ def response_json(result: InvokeResult, *, completed: bool = False) -> dict:
                                "n": s.n, "title": s.title, "url": s.url, "cited": s.cited}
                               for s in result.sources], "ragMode": result.rag_mode, **result.outputs}
     base = {"object": "response.completed" if completed else "response", "createdAt": result.created_at,
-            "model": result.model}
+            "model": result.model, "id": result.turn_id}
     if completed:
         return {**base, "customOutputs": custom, "usage": result.usage.model_dump()}
     return {**base, "output": [{"type": "message", "status": "completed", "role": "assistant",
                                 "content": [{"type": "output_text", "text": result.text}]}],
-            "customOutputs": custom}
+            "customOutputs": custom, "usage": result.usage.model_dump()}
 
 
-_INVOKE = json_body({"type": "object", "required": ["messages"], "properties": {
+_INVOKE = json_body({"type": "object", "required": ["messages"], "additionalProperties": False, "properties": {
     "messages": {"type": "array", "items": {"type": "object", "properties": {
         "role": {"type": "string", "enum": ["user", "assistant"]}, "content": {"type": "string"}}}},
     "guardrails": {"type": "array", "items": {"type": "string"}},
     **{name: {"description": "Overrides the version's config for this call"} for name in OVERRIDES}}})
 _SESSION = {"parameters": [{"name": "X-Session-ID", "in": "header", "required": False,
                             "schema": {"type": "string", "format": "uuid"},
-                            "description": "A UUID you keep: calls with it share the conversation's memory"}]}
+                            "description": "A UUID you keep: calls with it and the same API key share the "
+                                           "conversation's memory (another key's same UUID is another session)"}]}
 
 
 @callers.post("/v1/agents/{agent_id}/versions/{version_id}/invoke", openapi_extra={**_INVOKE, **_SESSION})

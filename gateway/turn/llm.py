@@ -6,10 +6,12 @@ llama.cpp). Vendor errors are translated to ``LLMError`` here and nowhere else.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import jsonschema
 import openai
@@ -72,6 +74,40 @@ class ToolsUnsupported(LLMError):
     """The server refused a request because it carried tools: this model cannot call them."""
 
 
+class LLMUnreachable(LLMError):
+    """Nothing listens at the model server's address: said at once, not retried, never a timeout."""
+
+
+class _Refused(openai.APIConnectionError):
+    pass
+
+
+def _refused(exc: BaseException) -> bool:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ConnectionRefusedError) or (isinstance(seen, OSError) and seen.errno == errno.ECONNREFUSED):
+            return True
+        os_error = getattr(seen, "os_error", None)  # aiohttp's ClientConnectorError carries the socket's
+        if isinstance(os_error, ConnectionRefusedError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+class _HttpClient(DefaultAioHttpClient):
+    """The SDK's aiohttp transport maps every aiohttp connection error to a ``ConnectTimeout``, so a
+    refused connection was retried with back-off and reported as ``APITimeoutError`` after 1.4 s. A
+    refused connection is raised as an SDK error instead, which the SDK passes on without retrying."""
+
+    async def send(self, request, **kwargs):
+        try:
+            return await super().send(request, **kwargs)
+        except Exception as exc:
+            if _refused(exc):
+                raise _Refused(request=request) from exc
+            raise
+
+
 def _wire(messages: Sequence[PromptMessage]) -> list[dict[str, str]]:
     return [{"role": m.role, "content": m.content} for m in messages]  # PromptMessage text is already clean
 
@@ -97,8 +133,12 @@ class LLMClient:
             base_url=settings.llm_base_url,
             timeout=settings.llm_timeout_s,
             max_retries=settings.llm_max_retries,
-            http_client=DefaultAioHttpClient(timeout=settings.llm_timeout_s),
+            http_client=_HttpClient(timeout=settings.llm_timeout_s),
         )
+        where = urlsplit(settings.llm_base_url)  # no user:password@ or query in an error message
+        port = f":{where.port}" if where.port else ""
+        self._refusal = (f"the language model at {where.scheme}://{where.hostname}{port}{where.path} "
+                         "refused the connection (is it running?)")
 
     async def aclose(self) -> None:
         await self._client.close()
@@ -124,6 +164,8 @@ class LLMClient:
         """One non-streamed completion; anything but a well-formed one is an ``LLMError``."""
         try:
             resp = await self._chat(body, max_retries=max_retries)
+        except _Refused as exc:
+            raise LLMUnreachable(self._refusal) from exc
         except openai.OpenAIError as exc:
             raise LLMError(f"{what} failed: {type(exc).__name__}") from exc
         except _MALFORMED as exc:  # a 200 whose body is truncated JSON, or a proxy's error page
@@ -174,6 +216,8 @@ class LLMClient:
                     if isinstance(content, str) and content:
                         produced = produced or bool(content.strip())
                         yield scrub(content)
+        except _Refused as exc:
+            raise LLMUnreachable(self._refusal) from exc
         except openai.OpenAIError as exc:
             raise LLMError(f"language model stream failed: {type(exc).__name__}") from exc
         except _MALFORMED as exc:  # an event that is not JSON, or not a chunk
@@ -224,6 +268,8 @@ class LLMClient:
             return ToolStep(text="".join(parts), calls=calls, usage=usage)
         except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
             raise ToolsUnsupported(f"the model server refused tools ({type(exc).__name__})") from exc
+        except _Refused as exc:
+            raise LLMUnreachable(self._refusal) from exc
         except openai.OpenAIError as exc:
             raise LLMError(f"tool step failed: {type(exc).__name__}") from exc
         except _MALFORMED as exc:
