@@ -36,12 +36,12 @@ from gateway.core.errors import BadRequest, NotFound
 from gateway.http.agents import session_of
 from gateway.http.auth import bearer_token, services_of
 from gateway.http.json_body import read_json
-from gateway.http.openai_errors import FieldRefused, ModelNotFound, OpenAIRoute, error_body
+from gateway.http.openai_errors import ERRORS, FieldRefused, ModelNotFound, OpenAIRoute, error_body
 from gateway.http.responses import json_body
 from gateway.services import Services
 
 log = logging.getLogger(__name__)
-router = APIRouter(route_class=OpenAIRoute)
+router = APIRouter(route_class=OpenAIRoute, responses=ERRORS)
 
 # Fields that would change what the answer is, which an agent cannot honour: refused, never dropped.
 _TOOLS = "the agent answers from its own knowledge and retrieval tool; it cannot call tools of yours"
@@ -130,7 +130,7 @@ async def models(request: Request) -> dict:
     return {"object": "list", "data": [_model(a) for a in agents]}
 
 
-@router.get("/v1/models/{model:path}")
+@router.get("/v1/models/{model}")
 async def model(model: str, request: Request) -> dict:
     services = services_of(request)
     record = await services.api_keys.identify(bearer_token(request))

@@ -13,19 +13,36 @@ import logging
 from fastapi import Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 
 from gateway.core.errors import BadRequest, NotFound, RateLimited
 from gateway.http.errors import failure
 from gateway.http.json_body import Handler, JSONBodyRoute
+from gateway.http.responses import CALLER
 from gateway.turn.llm import LLMUnreachable
 
-__all__ = ["FieldRefused", "ModelNotFound", "OpenAIRoute", "error_body", "openai_error"]
+__all__ = ["ERRORS", "FieldRefused", "ModelNotFound", "OpenAIErrorBody", "OpenAIRoute", "error_body", "openai_error"]
 
 log = logging.getLogger(__name__)
 
 _TYPES = {401: "authentication_error", 403: "permission_error", 429: "rate_limit_error", 500: "server_error",
           502: "upstream_error", 503: "service_unavailable"}
+
+
+class OpenAIError(BaseModel):
+    message: str
+    type: str
+    param: str | None
+    code: str | None
+
+
+class OpenAIErrorBody(BaseModel):
+    error: OpenAIError
+
+
+# The OpenAPI document's error answers of these routes: the agent API's statuses, OpenAI's body.
+ERRORS = {status: {**entry, "model": OpenAIErrorBody} for status, entry in CALLER.items()}
 
 
 class FieldRefused(BadRequest):

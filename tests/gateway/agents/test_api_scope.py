@@ -82,6 +82,28 @@ def test_a_knowledge_base_override_only_narrows_in_every_retrieval_mode(api, fak
     assert allowed.status_code == 200, allowed.text
     assert [n["chunkId"] for n in allowed.json()["customOutputs"]["sourceNodes"]] == ["glaze"]
     assert "zq-private-77" not in _prompt_of_last_call(fake_openai)
+    fake_openai.script_reply("They are lead-free.")
+    own = api.post(f"/v1/agents/{inline['id']}/versions/latest/invoke", headers=auth, json={
+        "messages": [{"role": "user", "content": "payroll code?"}], "knowledgeBases": []})  # [] is the agent's own
+    assert own.status_code == 200 and "zq-private-77" not in own.text
+
+
+def test_a_labels_override_only_narrows(api, fake_openai):
+    assert api.post("/api/kb/topics", headers=ADMIN, json=[
+        {"source": "payroll", "title": "Payroll", "summary": "Private: the payroll code is zq-private-77."},
+        {"source": "kilns", "title": "Kilns", "summary": "Two kilns, fired on Fridays.",
+         "labels": ["rag_context", "public"]}]).status_code == 201
+    agent = make_agent(api, "public-only", labels=["rag_context", "public"])
+    auth = {"Authorization": f"Bearer {key_for(api, agent['id'])}"}
+    url = f"/v1/agents/{agent['id']}/versions/latest/invoke"
+    fake_openai.script_reply("Fridays.")
+    wider = api.post(url, headers=auth, json={"messages": [{"role": "user", "content": "payroll code? kilns?"}],
+                                              "labels": ["rag_context"]})  # would drop the agent's "public"
+    assert wider.status_code == 200, wider.text
+    assert [n["chunkId"] for n in wider.json()["customOutputs"]["sourceNodes"]] == ["kilns"]
+    other = api.post(url, headers=auth, json={"messages": [{"role": "user", "content": "payroll?"}],
+                                              "labels": ["internal"]})
+    assert other.status_code == 403 and "'internal'" in other.json()["message"]
 
 
 def test_invoke_refuses_unknown_fields_and_loose_booleans(api, fake_openai):
@@ -102,7 +124,7 @@ def test_invoke_refuses_unknown_fields_and_loose_booleans(api, fake_openai):
     assert len(fake_openai.chat_requests()) == asked
 
 
-def test_agents_are_reachable_by_name_and_invoke_says_its_id_and_usage(api, fake_openai):
+def test_agents_are_reachable_by_name(api, fake_openai):
     agent = make_agent(api, "pottery")
     auth = {"Authorization": f"Bearer {key_for(api, agent['id'])}"}
     assert api.get("/v1/agents/pottery", headers=ADMIN).json()["id"] == agent["id"]
@@ -114,13 +136,7 @@ def test_agents_are_reachable_by_name_and_invoke_says_its_id_and_usage(api, fake
     answer = api.post("/v1/agents/pottery/versions/latest/invoke", headers=auth,
                       json={"messages": [{"role": "user", "content": "when are classes?"}]})
     assert answer.status_code == 200, answer.text
-    out = answer.json()
-    assert out["output"][0]["content"][0]["text"] == "Classes start at six."
-    assert out["usage"]["total_tokens"] > 0 and out["id"]
-    fake_openai.script_reply("At six.")
-    again = api.post("/v1/agents/pottery/versions/latest/invoke", headers=auth,
-                     json={"messages": [{"role": "user", "content": "when?"}]}).json()
-    assert again["id"] and again["id"] != out["id"]  # one id per turn
+    assert answer.json()["output"][0]["content"][0]["text"] == "Classes start at six."
 
     other = make_agent(api, "other")
     refused = api.post("/v1/agents/other/versions/latest/invoke", headers=auth,
@@ -128,3 +144,19 @@ def test_agents_are_reachable_by_name_and_invoke_says_its_id_and_usage(api, fake
     unknown = api.post("/v1/agents/nope/versions/latest/invoke", headers=auth,
                        json={"messages": [{"role": "user", "content": "hi"}]})
     assert refused.status_code == unknown.status_code == 403 and other["id"] not in refused.text
+
+
+def test_invoke_answers_with_its_id_and_usage(api, fake_openai):
+    agent = make_agent(api, "pottery")
+    auth = {"Authorization": f"Bearer {key_for(api, agent['id'])}"}
+    fake_openai.script_reply("Classes start at six.")
+    answer = api.post(f"/v1/agents/{agent['id']}/versions/latest/invoke", headers=auth,
+                      json={"messages": [{"role": "user", "content": "when are classes?"}]})
+    assert answer.status_code == 200, answer.text
+    out = answer.json()
+    assert out["output"][0]["content"][0]["text"] == "Classes start at six."
+    assert out["usage"]["total_tokens"] > 0 and out["id"]
+    fake_openai.script_reply("At six.")
+    again = api.post(f"/v1/agents/{agent['id']}/versions/latest/invoke", headers=auth,
+                     json={"messages": [{"role": "user", "content": "when?"}]}).json()
+    assert again["id"] and again["id"] != out["id"]  # one id per turn

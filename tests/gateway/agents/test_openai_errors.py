@@ -23,20 +23,35 @@ def _client(gateway, key: str, **options) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{gateway.url}/v1", api_key=key, **{"max_retries": 0, **options})
 
 
-def test_the_openai_client_shows_our_messages(api, gateway, fake_openai):
+def test_the_openai_client_shows_our_error_messages(api, gateway):
     agent = make_agent(api, "bikes")
+    other = make_agent(api, "not-yours")
     client = _client(gateway, key_for(api, agent["id"]))
     with pytest.raises(openai.NotFoundError) as missing:
         client.chat.completions.create(model="nope", messages=HI)
     assert "no agent named 'nope'" in str(missing.value)
     assert missing.value.body["message"].startswith("no agent named 'nope'")
     assert missing.value.code == "model_not_found" and missing.value.param == "model"
+    with pytest.raises(openai.NotFoundError) as not_yours:  # as unknown as a missing one
+        client.chat.completions.create(model="not-yours", messages=HI)
+    assert not_yours.value.body["message"].startswith("no agent named 'not-yours'")
+    assert other["id"] not in str(not_yours.value.body)
 
-    assert client.models.retrieve("bikes").id == "bikes"
+
+def test_a_model_is_retrieved_by_its_id(api, gateway):
+    agent = make_agent(api, "bikes")
+    client = _client(gateway, key_for(api, agent["id"]))
+    retrieved = client.models.retrieve("bikes")
+    assert retrieved.id == "bikes" and retrieved.owned_by == "switchboard"
+    assert client.models.retrieve(f"bikes@{agent['version_id']}").id == f"bikes@{agent['version_id']}"
     with pytest.raises(openai.NotFoundError) as unknown_model:
         client.models.retrieve("nope")
     assert "no agent named 'nope'" in unknown_model.value.message
 
+
+def test_tools_and_response_format_are_refused_by_name(api, gateway, fake_openai):
+    agent = make_agent(api, "bikes")
+    client = _client(gateway, key_for(api, agent["id"]))
     asked = len(fake_openai.chat_requests())
     with pytest.raises(openai.BadRequestError) as tools:
         client.chat.completions.create(model="bikes", messages=HI, tools=[{"type": "function", "function": {
