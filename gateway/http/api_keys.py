@@ -16,7 +16,7 @@ from gateway.services import Services
 __all__ = ["router"]
 
 router = APIRouter(prefix="/api/keys", route_class=AdminRoute)
-SHAPE = '{"name": "...", "agents": ["<agent id>", ...], "rate_limit_per_min"?: n}'
+SHAPE = '{"name": "...", "agents": ["<agent id or name>", ...], "rate_limit_per_min"?: n}'
 
 
 async def _spec(request: Request, services: Services) -> ApiKeyCreate:
@@ -28,12 +28,13 @@ async def _spec(request: Request, services: Services) -> ApiKeyCreate:
     except ValidationError as exc:
         first = exc.errors()[0]
         raise BadRequest(f"{'.'.join(map(str, first['loc'])) or 'body'}: {first['msg']}") from None
-    for agent_id in spec.agents:
+    ids = []
+    for ref in spec.agents:  # an agent's id or its name; the key keeps the id (a rename keeps the scope)
         try:
-            await services.agents.get(agent_id)
+            ids.append((await services.agents.find(ref)).id)
         except NotFound:
-            raise BadRequest(f"agents: no agent {agent_id!r}; GET /v1/agents lists them") from None
-    return spec
+            raise BadRequest(f"agents: no agent {ref!r}; GET /v1/agents lists them") from None
+    return spec.model_copy(update={"agents": ids})
 
 
 @router.post("", status_code=201, openapi_extra=json_body(ApiKeyCreate))

@@ -126,7 +126,8 @@ def test_invoke_refuses_unknown_fields_and_loose_booleans(api, fake_openai):
 
 def test_agents_are_reachable_by_name(api, fake_openai):
     agent = make_agent(api, "pottery")
-    auth = {"Authorization": f"Bearer {key_for(api, agent['id'])}"}
+    auth = {"Authorization": f"Bearer {key_for(api, 'pottery')}"}  # a key's agents may be named too
+    assert agent["id"] in str(api.get("/api/keys", headers=ADMIN).json())  # kept as the id
     assert api.get("/v1/agents/pottery", headers=ADMIN).json()["id"] == agent["id"]
     assert api.get("/v1/agents/pottery/versions", headers=ADMIN).json()["versions"][0]["versionId"] == \
         agent["version_id"]
