@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.alias_generators import to_camel
 
 from gateway.agents.definitions import AgentConfig, CitationsConfig
@@ -24,7 +24,7 @@ class Invocation(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", strict=True)
 
     messages: list[dict[str, Any]]
-    guardrails: list[str] = Field(default_factory=list)
+    guardrails: list[str] | None = None
     # Overrides of the version's config for this call (None: the version's own).
     hybrid_search: bool | None = None
     limit: int | None = None
@@ -67,7 +67,7 @@ def configured(agent: AgentConfig, call: Invocation) -> AgentConfig:
         overrides["citations"] = call.citations
     try:
         return AgentConfig.model_validate({**agent.model_dump(), **overrides,
-                                           "guardrails": [*agent.guardrails, *call.guardrails]})
+                                           "guardrails": [*agent.guardrails, *(call.guardrails or [])]})
     except ValidationError as exc:
         first = exc.errors()[0]
         raise BadRequest(f"{to_camel('.'.join(map(str, first['loc'])))}: {first['msg']}") from None
