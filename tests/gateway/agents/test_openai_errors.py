@@ -87,13 +87,21 @@ def test_a_bad_stream_field_is_a_400_and_the_connection_stays_open(api, gateway,
     assert answer.status == 400 and error["param"] == "stream_options" and error["type"] == "invalid_request_error"
     first_socket = connection.sock
     assert first_socket is not None  # not closed by the server
-    connection.request("POST", "/v1/chat/completions", headers=headers, body=json.dumps(
-        {"model": "sse", "stream": "no", "messages": HI}))
+    connection.request("GET", "/v1/models", headers=headers)
     answer = connection.getresponse()
-    assert answer.status == 400 and answer.getheader("content-type") == "application/json"
-    assert json.loads(answer.read())["error"]["param"] == "stream"  # refused, not streamed
+    assert answer.status == 200 and [m["id"] for m in json.loads(answer.read())["data"]] == ["sse"]
     assert connection.sock is first_socket  # the same keep-alive connection answered both
     connection.close()
+
+
+def test_stream_must_be_a_boolean(api, fake_openai):
+    agent = make_agent(api, "strict")
+    auth = {"Authorization": f"Bearer {key_for(api, agent['id'])}"}
+    asked = len(fake_openai.chat_requests())
+    answer = api.post("/v1/chat/completions", headers=auth, json={"model": "strict", "stream": "no", "messages": HI})
+    assert answer.status_code == 400 and answer.headers["content-type"] == "application/json"  # not streamed
+    assert answer.json()["error"]["param"] == "stream"
+    assert len(fake_openai.chat_requests()) == asked
 
 
 def test_a_model_server_that_refuses_the_connection_is_reported_at_once(api, settings, fake_openai):
