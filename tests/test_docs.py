@@ -57,3 +57,11 @@ def test_the_reference_lists_each_setting_once_with_its_default_and_description(
 def test_the_settings_sections_name_real_settings():
     assert set(_reference().SECTIONS) <= set(Settings.model_fields)
 
+
+
+def test_the_readme_is_a_front_door_whose_links_exist():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 250
+    assert "make run" in readme and "make test" in readme
+    for target in re.findall(r"\]\(((?!https?:|#|mailto:)[^)#\s]+)", readme):
+        assert (ROOT / target).exists(), f"README links to a missing file: {target}"

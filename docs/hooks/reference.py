@@ -16,6 +16,7 @@ import os
 import sys
 import tempfile
 import typing
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -209,7 +210,7 @@ def _body_lines(doc: dict, body: dict) -> list[str]:
         if props:
             lines += ["", "| field | type | required | description |", "|---|---|---|---|"]
             for name, prop in props.items():
-                description = prop.get("description") or prop.get("title", "")
+                description = prop.get("description", "")
                 lines.append(f"| `{name}` | {_cell(_schema_type(doc, prop))} | {'yes' if name in required else ''} "
                              f"| {_cell(description)} |")
         lines.append("")
@@ -231,13 +232,34 @@ def _operation_lines(doc: dict, method: str, path: str, op: dict) -> list[str]:
         lines.append("")
     if "requestBody" in op:
         lines += _body_lines(doc, op["requestBody"])
-    answers = []
+    successes, errors = [], []
     for code, response in op.get("responses", {}).items():
-        kinds = ", ".join(f"`{c}`" for c in response.get("content", {}))
-        answers.append(f"`{code}` {_cell(response.get('description', ''))}" + (f" ({kinds})" if kinds else ""))
-    if answers:
-        lines += ["Responses: " + "; ".join(answers), ""]
+        if code.startswith(("2", "3")):
+            kinds = ", ".join(f"`{c}`" for c in response.get("content", {}))
+            successes.append(f"`{code}`" + (f" {kinds}" if kinds else "") + f": {response.get('description', '')}")
+        else:
+            errors.append(f"[`{code}`](#errors)")
+    if successes:
+        lines += ["Answers " + "; ".join(successes) + ".", ""]
+    if errors:
+        lines += ["Errors: " + ", ".join(errors) + ".", ""]
     return lines
+
+
+def _error_table(doc: dict) -> list[str]:
+    """Each error status once, with what it means (the description the document gives it most often)."""
+    said: dict[str, Counter[str]] = {}
+    for item in doc["paths"].values():
+        for method in METHODS:
+            for code, response in item.get(method, {}).get("responses", {}).items():
+                if not code.startswith(("2", "3")):
+                    said.setdefault(code, Counter())[response.get("description", "")] += 1
+    lines = ["## Errors", "", "Errors are JSON, never a traceback: the body is `ErrorBody`, "
+             '`{"status": <code>, "error": "<kind>", "message": "<what went wrong>"}`, unless the route\'s own '
+             "schema in [openapi.json](openapi.json) says otherwise.", "",
+             "| status | meaning |", "|---|---|"]
+    lines += [f"| `{code}` | {_cell(said[code].most_common(1)[0][0])} |" for code in sorted(said)]
+    return [*lines, ""]
 
 
 def http_markdown(doc: dict) -> str:
@@ -256,10 +278,10 @@ def http_markdown(doc: dict) -> str:
         "copy is [openapi.json](openapi.json).",
         "",
         "Admin routes take `Authorization: Bearer <SWITCHBOARD_ADMIN_TOKEN>`; the agent API and the OpenAI-compatible",
-        "endpoint take an API key (`Authorization: Bearer <key>`). Every error is JSON",
-        '`{"status": <code>, "error": "<kind>", "message": "<what went wrong>"}`.',
+        "endpoint take an API key (`Authorization: Bearer <key>`).",
         "",
     ]
+    out += _error_table(doc)
     for heading, lines in groups.items():
         if lines:
             out += [f"## {heading}", "", *lines]
@@ -301,15 +323,23 @@ def cli_markdown() -> str:
     from gateway.cli.main import build_parser
 
     parser = build_parser()
+    width, os.environ["COLUMNS"] = os.environ.get("COLUMNS"), "200"  # argparse wraps usage to the terminal
+    try:
+        commands = [line for name, sub_help, sub in _subparsers(parser)
+                    for line in _command_lines(sub, f"switchboard {name}", sub_help, 2)]
+    finally:
+        if width is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = width
     out = [
         "# Command line",
         "",
         "The `switchboard` command (`python -m gateway` is the same). It reads the same settings as the gateway",
         "(environment and `.env`). Generated from its argument parser when the docs are built.",
         "",
+        *commands,
     ]
-    for name, sub_help, sub in _subparsers(parser):
-        out += _command_lines(sub, f"switchboard {name}", sub_help, 2)
     return "\n".join(out) + "\n"
 
 
