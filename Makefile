@@ -12,7 +12,7 @@ DEVLOCK := requirements-dev.lock
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test fuzz lint bench services clean lock
+.PHONY: run test fuzz lint bench services clean lock docs docs-build
 
 # The venv keeps the pip its Python ships: the lock must install with it (no upgrade hides a break).
 $(BIN)/python:
@@ -51,7 +51,17 @@ services:
 test: $(DEVSTAMP) services
 	$(BIN)/ruff check gateway channels rag_core admin_ui tests bench
 	$(BIN)/lint-imports
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site
 	$(BIN)/pytest -q -p no:cacheprovider -n 2 --durations=15
+
+# The docs site (mkdocs.yml, docs/): served with live reload at http://127.0.0.1:8001, or built as CI builds it
+# (--strict: a broken link or a page missing from the nav fails). Reference pages are generated from the code.
+DOCS_PORT ?= 8001
+docs: $(DEVSTAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:$(DOCS_PORT)
+
+docs-build: $(DEVSTAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # The schemathesis run of `make test` (tests/gateway/http/test_fuzz.py) with a large example budget.
 FUZZ_MAX_EXAMPLES ?= 200
