@@ -1,4 +1,4 @@
-"""Screenshots of the console's main screens for the README (docs/screenshots/*.png).
+"""Screenshots of the console's main screens for the README and the docs site (docs/screenshots/*.png).
 
 Starts the gateway with the demo knowledge base on a private Redis namespace, has a short web-chat
 conversation with it (the offline answerer, no LLM needed), takes it over from the console, and

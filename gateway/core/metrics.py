@@ -56,6 +56,6 @@ class Metrics:
             ["step"], registry=r,
         )
         self.rate_limited = Counter(
-            "switchboard_rate_limited", "Requests refused by a rate limit, per limit (README: Rate limits)",
+            "switchboard_rate_limited", "Requests refused by a rate limit, per limit (docs: Security, Rate limits)",
             ["limit"], registry=r,
         )

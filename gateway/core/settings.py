@@ -25,225 +25,480 @@ class Settings(BaseSettings):
         populate_by_name=True, env_ignore_empty=True,
     )
 
-    agent_id: str = Field(default="default", pattern=r"^[A-Za-z0-9_-]{1,64}$")
-    data_dir: Path = Path("./data")
-    redis_url: str | None = None
-    qdrant_url: str | None = None
-    public_url: str = "http://127.0.0.1:8000"
-    log_level: str = "INFO"
-    log_json: bool = False
-    demo: bool = False  # load the demo knowledge base when the knowledge base is empty
+    agent_id: str = Field(
+        default="default", pattern=r"^[A-Za-z0-9_-]{1,64}$",
+        description="The namespace of every Redis key and RQ queue (`sb:<agent_id>:`), so several agents can share one "
+        "Redis; also the id of the agent the channels answer with.",
+    )
+    data_dir: Path = Field(
+        Path("./data"), description="Where the embedded Redis and Qdrant, kept documents and model copies live."
+    )
+    redis_url: str | None = Field(
+        None, description="An external Redis (`redis://...`); unset: an embedded Redis server under the data dir. "
+        "Needed for `switchboard worker` and for several replicas.",
+    )
+    qdrant_url: str | None = Field(
+        None, description="An external Qdrant server; `:memory:` for an in-memory one; unset: Qdrant local mode "
+        "under the data dir.",
+    )
+    public_url: str = Field(
+        "http://127.0.0.1:8000", description="The address vendors and browsers reach the gateway at: webhook URLs are "
+        "built from it and Twilio signatures are checked against it; https makes the console's cookie `Secure`.",
+    )
+    log_level: str = Field("INFO", description="Python log level (`DEBUG`, `INFO`, `WARNING`, ...).")
+    log_json: bool = Field(False, description="Log one JSON object per line instead of text.")
+    demo: bool = Field(False, description="Load the demo knowledge base when the knowledge base is empty.")
 
     # Language model (any OpenAI-compatible server).
-    llm_base_url: str = OPENAI_DEFAULT_BASE
+    llm_base_url: str = Field(
+        OPENAI_DEFAULT_BASE, description="Any OpenAI-compatible server (OpenAI, Ollama, vLLM, llama.cpp): "
+        "`{base}/chat/completions`. A non-default URL counts as a configured model even without a key.",
+    )
     llm_api_key: SecretStr | None = Field(
-        default=None, validation_alias=AliasChoices("SWITCHBOARD_LLM_API_KEY", "OPENAI_API_KEY")
+        default=None, validation_alias=AliasChoices("SWITCHBOARD_LLM_API_KEY", "OPENAI_API_KEY"),
+        description="The model server's key (falls back to `OPENAI_API_KEY`). Unset with the default base URL: "
+        "the offline responder answers from the knowledge base.",
     )
-    llm_model: str = "gpt-4o-mini"
-    search_llm_model: str | None = None
-    llm_timeout_s: float = 30.0
-    llm_max_retries: int = 2
-    llm_temperature: float = 0.7
-    structured_temperature: float = 0.2
-    structured_top_p: float = 0.0
-    structured_max_tokens: int = 4000
-    llm_fallback_message: str = (
-        "Sorry, I can't answer right now. Please try again in a moment."
+    llm_model: str = Field("gpt-4o-mini", description="The model that writes the replies.")
+    search_llm_model: str | None = Field(
+        None, description="The model that selects knowledge-base articles (`llm_select`, `hybrid_llm`) and "
+        "extracts conversation meta; unset: `SWITCHBOARD_LLM_MODEL`.",
     )
-    offline_message: str = (
+    llm_timeout_s: float = Field(30.0, description="Timeout of one language-model request, in seconds.")
+    llm_max_retries: int = Field(2, description="Retries of a failed language-model request.")
+    llm_temperature: float = Field(0.7, description="Sampling temperature of the replies.")
+    structured_temperature: float = Field(
+        0.2, description="Temperature of schema-constrained calls (article selection, summaries, conversation meta)."
+    )
+    structured_top_p: float = Field(0.0, description="`top_p` of schema-constrained calls.")
+    structured_max_tokens: int = Field(4000, description="`max_tokens` of schema-constrained calls.")
+    llm_fallback_message: str = Field(
+        "Sorry, I can't answer right now. Please try again in a moment.",
+        description="What the user gets, once, when the model fails (error, timeout, malformed or empty answer).",
+    )
+    offline_message: str = Field(
         "No language model is configured for this gateway yet, so I can only answer from the "
-        "knowledge base. Set SWITCHBOARD_LLM_API_KEY (or SWITCHBOARD_LLM_BASE_URL) to enable full replies."
+        "knowledge base. Set SWITCHBOARD_LLM_API_KEY (or SWITCHBOARD_LLM_BASE_URL) to enable full replies.",
+        description="The offline responder's answer when there is no model and no knowledge base.",
     )
-    offline_unknown_message: str = "I don't know the answer to that yet."
-    offline_min_score: float = 0.5  # share of the question's words the best topic must contain
+    offline_unknown_message: str = Field(
+        "I don't know the answer to that yet.",
+        description="The offline responder's answer when no topic matches the question well enough.",
+    )
+    offline_min_score: float = Field(
+        0.5, description="Share of the question's words (stemmed, stop words dropped) the best topic must contain "
+        "for the offline responder to answer with it.",
+    )
 
     # Embeddings and retrieval.
-    embeddings: Literal["fastembed", "openai", "none"] = "fastembed"
-    embedding_model: str = "sentence-transformers/all-MiniLM-L6-v2"
-    embedding_model_path: Path | None = None
-    retrieval_strategy: str | None = None
-    rag_voice_wait_ms: int = 800
-    rag_top_k: int = 3
+    embeddings: Literal["fastembed", "openai", "none"] = Field(
+        "fastembed", description="Dense embeddings: `fastembed` (local ONNX), `openai` (the model server's "
+        "embeddings endpoint) or `none` (BM25 only).",
+    )
+    embedding_model: str = Field(
+        "sentence-transformers/all-MiniLM-L6-v2", description="The embedding model, by name."
+    )
+    embedding_model_path: Path | None = Field(
+        None, description="A local folder holding the embedding model, instead of a download by name."
+    )
+    retrieval_strategy: str | None = Field(
+        None, description="`bm25`, `dense`, `hybrid`, `llm_select` or `hybrid_llm`; unset: `hybrid_llm` with a "
+        "language model, `hybrid` without.",
+    )
+    rag_voice_wait_ms: int = Field(
+        800, description="How long a voice reply waits for its queued retrieval job before going on with the "
+        "previous turn's context.",
+    )
+    rag_top_k: int = Field(3, description="Knowledge-base results a turn puts into the prompt.")
     # Retrieval controls (rag_core.controls; each also a field of POST /api/kb/search and of an agent definition)
-    relevance_threshold: float | None = None  # drop results whose calibrated score (0-1) is below this
-    selection_strategy: str = "top_k"  # top_k | mmr
-    mmr_lambda: float = 0.7
-    max_results: int | None = None
-    max_context_tokens: int | None = None  # cap on the injected knowledge text, cut at topic boundaries
-    recency_boost: float = 0.0  # up to +this for a just-updated topic, halving every recency_half_life_days
-    recency_half_life_days: float = 180.0
-    reranker: str = "none"  # none | fastembed | http
-    rerank_top_n: int = 20
-    final_top_k: int | None = None
-    semantic_cache: bool = True
-    similarity_threshold: float = 0.95
-    multi_query: bool = False
-    query_reformulation: bool = False
-    crag_confidence_threshold: float | None = None
-    adaptive_routing: bool = False
-    adjacent_chunk_range: int = 0
-    adjacent_chunk_merge: bool = False
-    reranker_model: str = "Xenova/ms-marco-MiniLM-L-6-v2"  # fastembed cross-encoder, by name
-    reranker_model_path: Path | None = None  # ... or a local folder holding it
-    reranker_base_url: str | None = None  # http: POST {base}/rerank (Cohere, Jina, TEI, vLLM, Infinity)
-    reranker_api_key: SecretStr | None = None
-    reranker_timeout_s: float = Field(default=5.0, gt=0)
-    query_embedding_cache: int = Field(default=4096, ge=0)  # query vectors remembered per process (0: off)
-    # int8: queries through an int8 copy of the model (measured: 4.3 instead of 6.8 ms a query, hit@1 unchanged)
-    embedding_quantize: Literal["int8", "none"] = "int8"
-    model_cache_dir: Path | None = None  # where the int8 copy is kept (None: <data dir>/models)
-    embedding_threads: int | None = Field(default=None, ge=1, le=64)  # onnxruntime threads (None: its default)
-    query_embedding_threads: int | None = Field(default=1, ge=1, le=64)  # ... for queries (None: the same)
-    query_batching: bool = True  # concurrent turns' queries embedded in one call
-    semantic_cache_ttl_s: int = Field(default=3600, ge=1)
-    semantic_cache_max_entries: int = Field(default=10_000, ge=1)
+    relevance_threshold: float | None = Field(
+        None, description="Drop results whose calibrated score (0-1) is below this."
+    )
+    selection_strategy: str = Field("top_k", description="`top_k`, or `mmr` (maximal marginal relevance).")
+    mmr_lambda: float = Field(0.7, description="MMR's balance of relevance (1) against diversity (0).")
+    max_results: int | None = Field(None, description="At most this many results, after every other control.")
+    max_context_tokens: int | None = Field(
+        None, description="Cap on the injected knowledge text, cut at topic boundaries."
+    )
+    recency_boost: float = Field(
+        0.0, description="Up to this much is added to a just-updated topic's score, halving every "
+        "`SWITCHBOARD_RECENCY_HALF_LIFE_DAYS`.",
+    )
+    recency_half_life_days: float = Field(180.0, description="Half-life of the recency boost, in days.")
+    reranker: str = Field(
+        "none", description="`none`, `fastembed` (a local cross-encoder) or `http` (a `/rerank` server)."
+    )
+    rerank_top_n: int = Field(20, description="Candidates given to the reranker.")
+    final_top_k: int | None = Field(None, description="Results kept after reranking; unset: k.")
+    semantic_cache: bool = Field(
+        True, description="Cache finished searches in Redis, keyed by the query's embedding (with its history)."
+    )
+    similarity_threshold: float = Field(0.95, description="Cosine similarity a cached search must reach to be served.")
+    multi_query: bool = Field(False, description="Search several phrasings of the question and fuse them (RRF).")
+    query_reformulation: bool = Field(
+        False, description="Have the model rewrite a follow-up question into a standalone query."
+    )
+    crag_confidence_threshold: float | None = Field(
+        None, description="Corrective retrieval: when the best score is below this, search again with the "
+        "conversation's content words.",
+    )
+    adaptive_routing: bool = Field(
+        False, description="Route each query by rules: bm25 for identifiers and codes, dense for how/why/what "
+        "questions, hybrid otherwise.",
+    )
+    adjacent_chunk_range: int = Field(0, description="A document chunk brings this many neighbours on each side.")
+    adjacent_chunk_merge: bool = Field(False, description="Merge the neighbouring chunks into one result.")
+    reranker_model: str = Field(
+        "Xenova/ms-marco-MiniLM-L-6-v2", description="The fastembed cross-encoder, by name."
+    )
+    reranker_model_path: Path | None = Field(None, description="... or a local folder holding it.")
+    reranker_base_url: str | None = Field(
+        None, description="The `http` reranker: `POST {base}/rerank` (Cohere, Jina, TEI, vLLM, Infinity)."
+    )
+    reranker_api_key: SecretStr | None = Field(None, description="Bearer key of the `http` reranker.")
+    reranker_timeout_s: float = Field(
+        default=5.0, gt=0, description="How long a search waits for the reranker before keeping the fused order."
+    )
+    query_embedding_cache: int = Field(
+        default=4096, ge=0, description="Query vectors remembered per process, by exact text (0: off)."
+    )
+    embedding_quantize: Literal["int8", "none"] = Field(
+        "int8", description="`int8`: queries are embedded through an int8 copy of the model (4.3 instead of "
+        "6.8 ms a query, hit@1 unchanged); documents keep the full model.",
+    )
+    model_cache_dir: Path | None = Field(
+        None, description="Where the int8 model copy is kept; unset: `<data dir>/models`."
+    )
+    embedding_threads: int | None = Field(
+        default=None, ge=1, le=64, description="onnxruntime threads for embedding documents; unset: its default."
+    )
+    query_embedding_threads: int | None = Field(
+        default=1, ge=1, le=64, description="onnxruntime threads for embedding queries; unset: the same as documents."
+    )
+    query_batching: bool = Field(True, description="Embed concurrent turns' queries in one call.")
+    semantic_cache_ttl_s: int = Field(default=3600, ge=1, description="How long a cached search lives, in seconds.")
+    semantic_cache_max_entries: int = Field(
+        default=10_000, ge=1, description="Cached searches kept; the oldest go first."
+    )
 
     # Conversations.
-    inactivity_timeout_s: int = 30 * 60
-    session_sweep_s: int = Field(default=60, ge=1)  # how often idle conversations are ended
-    max_message_chars: int = 4000
-    memory_count: int = 15
-    memory_max_chars: int = 10_000
+    inactivity_timeout_s: int = Field(
+        30 * 60, description="A conversation ends after this much silence; the next message starts a new one."
+    )
+    session_sweep_s: int = Field(default=60, ge=1, description="How often idle conversations are ended, in seconds.")
+    max_message_chars: int = Field(4000, description="Longest accepted user message (longer: 413).")
+    memory_count: int = Field(15, description="Earlier messages (across channels) the prompt remembers.")
+    memory_max_chars: int = Field(10_000, description="Characters of remembered messages the prompt may hold.")
     # Redis: bounded waits, so a Redis that is down answers 503 quickly instead of hanging requests.
-    redis_connect_timeout_s: float = Field(default=2.0, gt=0)
-    redis_socket_timeout_s: float = Field(default=5.0, gt=1)  # above the inbox's 1 s blocking reads
-    redis_pool_wait_s: float = Field(default=20.0, gt=0)  # a burst waits this long for a free connection
-    turn_lock_ttl_s: int = 120  # how long a turn waits for the conversation's earlier turns
-    turn_lock_lease_s: float = Field(default=10.0, gt=0)  # a running turn's lease, renewed while it runs
-    turn_deadline_s: float = Field(default=60.0, gt=0)  # context may use half; past it the fallback answers
+    redis_connect_timeout_s: float = Field(
+        default=2.0, gt=0, description="How long connecting to Redis may take before requests answer 503."
+    )
+    redis_socket_timeout_s: float = Field(
+        default=5.0, gt=1, description="How long one Redis reply may take (above the inbox's 1 s blocking reads)."
+    )
+    redis_pool_wait_s: float = Field(
+        default=20.0, gt=0, description="How long a burst waits for a free Redis connection."
+    )
+    turn_lock_ttl_s: int = Field(120, description="How long a turn waits for the conversation's earlier turns.")
+    turn_lock_lease_s: float = Field(
+        default=10.0, gt=0, description="A running turn's lease on its conversation, renewed while it runs."
+    )
+    turn_deadline_s: float = Field(
+        default=60.0, gt=0, description="A turn's deadline: context preparation may use half; past it the "
+        "fallback message answers.",
+    )
 
     # Known gaps closed (issue 15 item 4): ordering keys, replies sent once, fenced consumers.
-    order_idle_ttl_s: float = Field(default=24 * 3600, gt=0)  # a chat's order counters expire once idle this long
+    order_idle_ttl_s: float = Field(
+        default=24 * 3600, gt=0, description="A chat's order counters expire once it has been idle this long."
+    )
 
     # Admin and operators.
-    admin_token: SecretStr | None = None
-    admin_password: SecretStr | None = None  # with admin_user: the console's first admin, made on start if none exists
-    admin_user: str = "admin"
-    console_idle_s: int = Field(default=1800, ge=60)  # a console session ends after this long without a request
-    console_max_age_s: int = Field(default=12 * 3600, ge=300)  # ... and this long after sign-in, whatever happens
-    signin_failures_per_account: int = Field(default=5, ge=0)  # failed sign-ins per username per window
-    signin_failures_per_address: int = Field(default=20, ge=0)  # failed sign-ins per client address per window
-    signin_window_s: int = Field(default=900, ge=1)
-    # Handoff: an operator takes a conversation over from the console; the bot is silent meanwhile.
-    handoff_idle_s: int = Field(default=900, ge=30)  # no operator activity this long: the bot answers again
-    # A user message containing one of these (case-insensitive, "|"-separated) asks for a person.
-    handoff_phrases: str = (
-        "talk to a human|speak to a human|talk to a person|speak to a person|real person|human agent|"
-        "talk to someone|speak to someone|talk to an operator|speak to an operator|customer service representative"
+    admin_token: SecretStr | None = Field(
+        None, description="Bearer token of the admin API (`/api/...`, `/v1/agents`); unset: the admin API is off."
     )
-    handoff_llm_signal: bool = True  # the model may end its reply with [HANDOFF] to ask for a person
-    handoff_message: str = "I'm passing you to a colleague. Someone will reply here as soon as possible."
-    handoff_return_note: str = "No operator has replied for a while, so the assistant is answering again."
+    admin_password: SecretStr | None = Field(
+        None, description="With `SWITCHBOARD_ADMIN_USER`: the first console admin, made on start if no account exists."
+    )
+    admin_user: str = Field("admin", description="User name of the first admin made from `SWITCHBOARD_ADMIN_PASSWORD`.")
+    console_idle_s: int = Field(
+        default=1800, ge=60, description="A console session ends after this long without a request."
+    )
+    console_max_age_s: int = Field(
+        default=12 * 3600, ge=300, description="... and this long after sign-in, whatever happens."
+    )
+    signin_failures_per_account: int = Field(
+        default=5, ge=0, description="Failed sign-ins per username per window (0: no limit)."
+    )
+    signin_failures_per_address: int = Field(
+        default=20, ge=0, description="Failed sign-ins per client address per window (0: no limit)."
+    )
+    signin_window_s: int = Field(default=900, ge=1, description="The sign-in limits' window, in seconds.")
+    # Handoff: an operator takes a conversation over from the console; the bot is silent meanwhile.
+    handoff_idle_s: int = Field(
+        default=900, ge=30, description="A handed-off conversation with no operator activity this long returns "
+        "to the bot.",
+    )
+    handoff_phrases: str = Field(
+        "talk to a human|speak to a human|talk to a person|speak to a person|real person|human agent|"
+        "talk to someone|speak to someone|talk to an operator|speak to an operator|customer service representative",
+        description="A user message containing one of these (case-insensitive, `|`-separated) asks for a person.",
+    )
+    handoff_llm_signal: bool = Field(
+        True, description="The model may end its reply with `[HANDOFF]` to ask for a person."
+    )
+    handoff_message: str = Field(
+        "I'm passing you to a colleague. Someone will reply here as soon as possible.",
+        description="What the user is told when the conversation is handed to a person.",
+    )
+    handoff_return_note: str = Field(
+        "No operator has replied for a while, so the assistant is answering again.",
+        description="The note in the transcript when an idle handoff returns to the bot.",
+    )
 
     # Channels.
-    telegram_bot_token: SecretStr | None = None
-    telegram_webhook_secret: SecretStr | None = None
-    telegram_api_base: str = "https://api.telegram.org"
-    telegram_mode: Literal["webhook", "polling"] = "webhook"
-    slack_bot_token: SecretStr | None = None
-    slack_signing_secret: SecretStr | None = None
-    slack_api_base: str = "https://slack.com/api/"
-    twilio_account_sid: str | None = None
-    twilio_auth_token: SecretStr | None = None
-    twilio_api_base: str = "https://api.twilio.com"
-    twilio_from_number: str | None = None
+    telegram_bot_token: SecretStr | None = Field(
+        None, description="The bot's token from @BotFather; set: the Telegram channel is on."
+    )
+    telegram_webhook_secret: SecretStr | None = Field(
+        None, description="Checked against `X-Telegram-Bot-Api-Secret-Token` on every webhook (1-256 characters "
+        "of `A-Z a-z 0-9 _ -`).",
+    )
+    telegram_api_base: str = Field("https://api.telegram.org", description="The Telegram Bot API server.")
+    telegram_mode: Literal["webhook", "polling"] = Field(
+        "webhook", description="`webhook`, or `polling` (long-polls `getUpdates`; for development without a "
+        "public URL).",
+    )
+    slack_bot_token: SecretStr | None = Field(None, description="The Slack app's bot token (`xoxb-...`).")
+    slack_signing_secret: SecretStr | None = Field(
+        None, description="The Slack app's signing secret; every event request is checked against it."
+    )
+    slack_api_base: str = Field("https://slack.com/api/", description="The Slack Web API.")
+    twilio_account_sid: str | None = Field(None, description="The Twilio account SID (`AC...`).")
+    twilio_auth_token: SecretStr | None = Field(
+        None, description="The Twilio auth token; every webhook's `X-Twilio-Signature` is checked with it."
+    )
+    twilio_api_base: str = Field("https://api.twilio.com", description="The Twilio REST API.")
+    twilio_from_number: str | None = Field(
+        None, description="The number SMS replies come from when the reply's sender is not known (E.164)."
+    )
 
     # Channels (extra)
-    channel_send_tries: int = Field(default=4, ge=1, le=10)  # outbound send attempts per message part
-    channel_retry_base_s: float = 0.5  # first backoff after a 5xx / network error, doubled per try
-    channel_retry_max_s: float = 30.0  # longest wait, also the cap on a vendor's retry_after
-    turn_drain_timeout_s: float = 20.0  # on shutdown, how long in-flight turns may finish
+    channel_send_tries: int = Field(
+        default=4, ge=1, le=10, description="Outbound send attempts per message part."
+    )
+    channel_retry_base_s: float = Field(
+        0.5, description="First backoff after a 5xx or network error, doubled per try."
+    )
+    channel_retry_max_s: float = Field(
+        30.0, description="The longest backoff, also the cap on a vendor's `retry_after`."
+    )
+    turn_drain_timeout_s: float = Field(
+        20.0, description="On shutdown, how long in-flight turns may finish before they go back to the inbox."
+    )
     # Inbox: webhooks queue deliveries; turn consumers (in the gateway and/or `switchboard worker`) run them
-    inbox_consumer: bool = True  # run turn consumers in the gateway process too (false: workers only)
-    inbox_concurrency: int = Field(default=64, ge=1)  # turns one process runs at once
-    inbox_reclaim_s: float = Field(default=30.0, gt=0)  # a dead consumer's deliveries are resumed after this
+    inbox_consumer: bool = Field(
+        True, description="Run turn consumers in the gateway process too (false: only `switchboard worker` runs "
+        "turns).",
+    )
+    inbox_concurrency: int = Field(default=64, ge=1, description="Turns one process runs at once.")
+    inbox_reclaim_s: float = Field(
+        default=30.0, gt=0, description="A dead consumer's deliveries are resumed after this long."
+    )
     # Inbox retries (vendor outages): a delivery that fails for a reason that may pass waits and is tried
     # again, with exponential backoff (jittered, capped), until the window since its first failure is over
-    inbox_retry_window_s: float = Field(default=1800.0, gt=0)  # then it is dead-lettered with its reason
-    inbox_retry_first_s: float = Field(default=2.0, gt=0)  # the first wait, doubled per failure
-    inbox_retry_max_s: float = Field(default=300.0, gt=0)  # the longest wait between two tries
-    telegram_register_webhook: bool = False  # call setWebhook(PUBLIC_URL/channels/telegram/webhook) on start
-    channel_welcome_message: str = "Hi! Ask me anything and I'll do my best to help."
-    channel_unsupported_message: str = (
-        "I can only read text for now. Please type your question (a caption on a photo works too)."
+    inbox_retry_window_s: float = Field(
+        default=1800.0, gt=0, description="How long after its first failure a delivery is still tried again; then "
+        "it is dead-lettered with its reason.",
     )
-    sms_help_message: str = "Text your question and we'll reply. Reply STOP to opt out, START to opt back in."
-    sms_resubscribed_message: str = "You're subscribed again. Text your question any time."
-    voice_language: str = "en-US"
-    voice_greeting: str = "Hello! How can I help you today?"
-    voice_filler: str = "One moment please."
-    voice_reprompt: str = "Sorry, I didn't catch that. How can I help?"
-    voice_goodbye: str = "I haven't heard anything, so I'll hang up now. Goodbye!"
-    voice_unavailable: str = "Sorry, I can't answer that right now. Is there anything else?"
-    voice_reply_deadline_s: float = 5.0  # one webhook waits this long for the reply, then filler + Redirect
-    voice_max_waits: int = 4  # fillers before giving up on a reply (each is one deadline)
+    inbox_retry_first_s: float = Field(
+        default=2.0, gt=0, description="The first wait before a failed delivery is tried again, doubled per failure."
+    )
+    inbox_retry_max_s: float = Field(default=300.0, gt=0, description="The longest wait between two tries.")
+    telegram_register_webhook: bool = Field(
+        False, description="Call `setWebhook(PUBLIC_URL/channels/telegram/webhook)` on start."
+    )
+    channel_welcome_message: str = Field(
+        "Hi! Ask me anything and I'll do my best to help.", description="The answer to Telegram's `/start`."
+    )
+    channel_unsupported_message: str = Field(
+        "I can only read text for now. Please type your question (a caption on a photo works too).",
+        description="The answer to photos, voice notes, stickers, locations and media-only SMS.",
+    )
+    sms_help_message: str = Field(
+        "Text your question and we'll reply. Reply STOP to opt out, START to opt back in.",
+        description="The answer to HELP / INFO by SMS.",
+    )
+    sms_resubscribed_message: str = Field(
+        "You're subscribed again. Text your question any time.",
+        description="The answer to START / YES / UNSTOP by SMS.",
+    )
+    voice_language: str = Field("en-US", description="Language of speech recognition and the spoken replies.")
+    voice_greeting: str = Field("Hello! How can I help you today?", description="What a caller hears first.")
+    voice_filler: str = Field("One moment please.", description="What a caller hears while the reply is not ready.")
+    voice_reprompt: str = Field(
+        "Sorry, I didn't catch that. How can I help?", description="What a caller hears after silence, once."
+    )
+    voice_goodbye: str = Field(
+        "I haven't heard anything, so I'll hang up now. Goodbye!",
+        description="What a caller hears before the call is hung up after silence.",
+    )
+    voice_unavailable: str = Field(
+        "Sorry, I can't answer that right now. Is there anything else?",
+        description="What a caller hears when no reply came in time.",
+    )
+    voice_reply_deadline_s: float = Field(
+        5.0, description="How long one voice webhook waits for the reply before the filler and a `<Redirect>`."
+    )
+    voice_max_waits: int = Field(4, description="Fillers before giving up on a reply (each is one deadline).")
 
     # Inbound feeds and outbound fetches.
-    feeds_secret: SecretStr | None = None
-    outbound_allow_hosts: str = ""
+    feeds_secret: SecretStr | None = Field(
+        None, description="HMAC secret of inbound data feeds (`POST /webhooks/feeds/{feed}`)."
+    )
+    outbound_allow_hosts: str = Field(
+        "", description="Comma-separated host names or CIDRs that outbound requests (crawls, data injection, the "
+        "reranker) may reach although private or loopback.",
+    )
 
     # Prompt and live context
-    feed_secrets: dict[str, SecretStr] = Field(default_factory=dict)  # per-feed, JSON {"feed": "secret"}
-    feeds_max_bytes: int = 256 * 1024
-    feeds_replay_window_s: int = 300
-    prompt_budgets: dict[str, int] = Field(default_factory=dict)  # section -> max tokens, JSON
-    data_injection_timeout_s: float = 15.0
-    data_injection_max_bytes: int = 1_000_000
-    data_injection_max_tokens: int = 1500
-    data_injection_retry_intervals: list[int] = Field(default_factory=lambda: [10, 60, 300])
-    timer_idle_poll_s: int = 60
-    conversation_meta_messages: int = 20
-    conversation_meta_delay_s: int = 20  # extraction runs this long after a turn (0: at once); a burst costs one
-    conversation_meta_sweep_s: int = Field(default=5, ge=1)  # how often due extractions are queued
+    feed_secrets: dict[str, SecretStr] = Field(
+        default_factory=dict, description='Per-feed secrets, JSON `{"feed": "secret"}`; a feed not listed uses '
+        "`SWITCHBOARD_FEEDS_SECRET`.",
+    )
+    feeds_max_bytes: int = Field(256 * 1024, description="Largest inbound feed body.")
+    feeds_replay_window_s: int = Field(
+        300, description="A feed request whose timestamp is further than this from now is refused."
+    )
+    prompt_budgets: dict[str, int] = Field(
+        default_factory=dict, description="Token budgets of prompt sections, JSON `{section: tokens}`, over the "
+        "defaults (instructions 1500, conversation_meta 600, custom_sections 1000, calendar 1000, "
+        "injected_data 2000, rag 2500, memory 4000).",
+    )
+    data_injection_timeout_s: float = Field(15.0, description="Timeout of one data-injection fetch.")
+    data_injection_max_bytes: int = Field(1_000_000, description="Largest data-injection answer read.")
+    data_injection_max_tokens: int = Field(
+        1500, description="Injected data longer than this is summarised (when asked) or cut."
+    )
+    data_injection_retry_intervals: list[int] = Field(
+        default_factory=lambda: [10, 60, 300], description="Seconds between the retries of a failed data-injection "
+        "fetch, JSON list.",
+    )
+    timer_idle_poll_s: int = Field(
+        60, description="How often a switched-off timer (data injection) checks whether it was switched on."
+    )
+    conversation_meta_messages: int = Field(
+        20, description="Recent messages the conversation-meta extraction reads."
+    )
+    conversation_meta_delay_s: int = Field(
+        20, description="The extraction runs this long after a turn (0: at once); a burst of turns costs one."
+    )
+    conversation_meta_sweep_s: int = Field(
+        default=5, ge=1, description="How often due conversation-meta extractions are queued."
+    )
     # A prompt template render runs in its own thread and is stopped after this long (it is on every turn)
-    template_render_timeout_s: float = Field(default=1.0, gt=0)
-    # ... and refused when its output, or any value it builds, is longer than this (characters)
-    template_max_output_chars: int = Field(default=2_000_000, ge=10_000)
+    template_render_timeout_s: float = Field(
+        default=1.0, gt=0, description="A prompt template render is stopped after this long."
+    )
+    template_max_output_chars: int = Field(
+        default=2_000_000, ge=10_000, description="A render is refused when its output, or any value it builds, "
+        "is longer than this (characters).",
+    )
 
     # Request bodies: refused (413) before they are read past these limits
-    max_body_bytes: int = Field(default=1024 * 1024, ge=1024)  # any request body, app-wide
-    max_import_bytes: int = Field(default=20 * 1024 * 1024, ge=1024)  # POST /api/kb/import
-    max_topic_chars: int = Field(default=100_000, ge=1000)  # a topic's title, summary and facts together
-    max_value_chars: int = Field(default=100_000, ge=1000)  # an attribute value or persona section (admin API)
+    max_body_bytes: int = Field(
+        default=1024 * 1024, ge=1024, description="Largest request body, app-wide (413 before it is read)."
+    )
+    max_import_bytes: int = Field(
+        default=20 * 1024 * 1024, ge=1024, description="Largest body of `POST /api/kb/import`."
+    )
+    max_topic_chars: int = Field(
+        default=100_000, ge=1000, description="A topic's title, summary and facts together, in characters."
+    )
+    max_value_chars: int = Field(
+        default=100_000, ge=1000, description="An attribute value or persona section (admin API), in characters."
+    )
 
     # Knowledge bases and document ingestion
-    # inline: retrieve before every reply; agentic: the model gets a query_knowledge tool and decides
-    retrieval_mode: Literal["inline", "agentic"] = "inline"
-    agent_max_tool_calls: int = Field(default=4, ge=1, le=20)  # tool calls one agentic turn may make
-    llm_supports_tools: bool = True  # false: the model cannot call tools, so agentic retrieval stays inline
-    api_key_rate_limit_per_min: int = Field(default=60, ge=1)  # the agent API's default per-key limit
-    blocked_terms: str = ""  # comma-separated words the blocked-terms guardrail refuses
-    retrieval_kbs: str = ""  # comma-separated knowledge bases a turn retrieves from; empty: all of them
-    max_upload_mb: int = Field(default=50, ge=1)  # one uploaded file; refused (413) past this, before it is kept
-    chunking: Literal["recursive", "paragraph", "sentence", "fixed"] = "recursive"  # a new knowledge base's default
-    chunk_tokens: int = Field(default=256, ge=32, le=2048)
-    chunk_overlap_tokens: int = Field(default=32, ge=0, le=512)
+    retrieval_mode: Literal["inline", "agentic"] = Field(
+        "inline", description="`inline`: retrieve before every reply; `agentic`: the model gets a "
+        "`query_knowledge` tool and decides.",
+    )
+    agent_max_tool_calls: int = Field(
+        default=4, ge=1, le=20, description="Tool calls one agentic turn may make."
+    )
+    llm_supports_tools: bool = Field(
+        True, description="False: the model cannot call tools, so agentic retrieval stays inline."
+    )
+    api_key_rate_limit_per_min: int = Field(
+        default=60, ge=1, description="The agent API's default calls per minute per key."
+    )
+    blocked_terms: str = Field("", description="Comma-separated words the blocked-terms guardrail refuses.")
+    retrieval_kbs: str = Field(
+        "", description="Comma-separated knowledge bases a turn retrieves from; empty: all of them."
+    )
+    max_upload_mb: int = Field(
+        default=50, ge=1, description="Largest uploaded file; refused (413) past this, before it is kept."
+    )
+    chunking: Literal["recursive", "paragraph", "sentence", "fixed"] = Field(
+        "recursive", description="A new knowledge base's default chunking."
+    )
+    chunk_tokens: int = Field(default=256, ge=32, le=2048, description="A new knowledge base's chunk size, in tokens.")
+    chunk_overlap_tokens: int = Field(
+        default=32, ge=0, le=512, description="Tokens shared by neighbouring chunks (under half the chunk size)."
+    )
     # Website crawls (every request through the outbound guard: SWITCHBOARD_OUTBOUND_ALLOW_HOSTS)
-    crawl_max_depth: int = Field(default=2, ge=0, le=10)  # link hops from the start URL
-    crawl_max_pages: int = Field(default=50, ge=1, le=10_000)  # pages one crawl of a site keeps
-    crawl_delay_s: float = Field(default=1.0, ge=0)  # between two requests to the site (its Crawl-delay if longer)
-    crawl_max_page_mb: float = Field(default=5.0, gt=0)  # a larger page is reported and skipped
-    outbound_timeout_s: float = Field(default=15.0, gt=0)  # one try of one outbound request
-    outbound_retries: int = Field(default=2, ge=0, le=10)  # more tries after a timeout, 429 or 5xx, with backoff
+    crawl_max_depth: int = Field(default=2, ge=0, le=10, description="Link hops a crawl follows from the start URL.")
+    crawl_max_pages: int = Field(
+        default=50, ge=1, le=10_000, description="Pages one crawl of a site keeps."
+    )
+    crawl_delay_s: float = Field(
+        default=1.0, ge=0, description="Wait between two requests to the site (its `Crawl-delay` if longer)."
+    )
+    crawl_max_page_mb: float = Field(default=5.0, gt=0, description="A larger page is reported and skipped.")
+    outbound_timeout_s: float = Field(default=15.0, gt=0, description="One try of one outbound request.")
+    outbound_retries: int = Field(
+        default=2, ge=0, le=10, description="More tries after a timeout, 429 or 5xx, with backoff."
+    )
     # Citations: structured (sources in the payload only), inline ([N] context and instruction), footnote
     # (the same, and channels append a numbered source list), none; verify removes [N] naming no source.
-    citations_format: CitationFormat = "structured"
-    citations_verify: bool = True
+    citations_format: CitationFormat = Field(
+        "structured", description="`structured` (sources in payloads only), `inline` (the model cites `[N]`), "
+        "`footnote` (the same, and channels append a numbered source list) or `none`.",
+    )
+    citations_verify: bool = Field(True, description="Remove `[N]` markers that name no source.")
     # HTTP surface (issue 15, the fuzzed OpenAPI): a console live-update stream (/admin/conversations/events) ends
     # after this long and the browser reconnects at once, so an open tab never holds a shutdown longer than this.
-    console_events_life_s: float = Field(default=15.0, gt=0, le=3600)
+    console_events_life_s: float = Field(
+        default=15.0, gt=0, le=3600, description="How long one console live-update stream lasts before the browser "
+        "reconnects.",
+    )
 
-    # Rate limits (README "Rate limits"): counted in Redis, shared by every replica; a count of 0 turns one off.
+    # Rate limits (docs: security/rate-limits): counted in Redis, shared by every replica; a count of 0 turns one off.
     # The client address is the socket's peer; X-Forwarded-For is believed only from these proxies.
-    trusted_proxies: str = ""  # comma-separated addresses or CIDRs of the proxies in front of the gateway
-    webchat_sessions_per_address: int = Field(default=30, ge=0)  # new web-chat sessions per address per window
-    webchat_sessions_window_s: int = Field(default=60, ge=1)
-    webchat_messages_per_address: int = Field(default=120, ge=0)  # web-chat messages per address per window
-    webchat_messages_per_session: int = Field(default=20, ge=0)  # ... and per session per window
-    webchat_messages_window_s: int = Field(default=60, ge=1)
-    admin_token_failures_per_address: int = Field(default=10, ge=0)  # then even the right token waits
-    admin_token_failures_window_s: int = Field(default=300, ge=1)
-    webchat_idle_ttl_s: int = Field(default=30 * 24 * 3600, ge=1)  # an unused web-chat session and persona expire
+    trusted_proxies: str = Field(
+        "", description="Comma-separated addresses or CIDRs of the proxies in front of the gateway; only from "
+        "them is `X-Forwarded-For` believed.",
+    )
+    webchat_sessions_per_address: int = Field(
+        default=30, ge=0, description="New web-chat sessions per client address per window (0: no limit)."
+    )
+    webchat_sessions_window_s: int = Field(default=60, ge=1, description="The web-chat session limit's window.")
+    webchat_messages_per_address: int = Field(
+        default=120, ge=0, description="Web-chat messages per client address per window (0: no limit)."
+    )
+    webchat_messages_per_session: int = Field(
+        default=20, ge=0, description="Web-chat messages per session per window (0: no limit)."
+    )
+    webchat_messages_window_s: int = Field(default=60, ge=1, description="The web-chat message limits' window.")
+    admin_token_failures_per_address: int = Field(
+        default=10, ge=0, description="Wrong admin tokens per client address per window; then even the right token "
+        "waits (0: no limit).",
+    )
+    admin_token_failures_window_s: int = Field(default=300, ge=1, description="The admin-token limit's window.")
+    webchat_idle_ttl_s: int = Field(
+        default=30 * 24 * 3600, ge=1, description="An unused web-chat session and its persona expire after this long."
+    )
 
     @field_validator("trusted_proxies")
     @classmethod
@@ -255,15 +510,21 @@ class Settings(BaseSettings):
                 raise ValueError(f"{part!r} is not an address or CIDR") from None
         return value
 
-    # Exposure: secrets and headers (README "Exposed to the internet: headers, CORS, docs, metrics")
-    widget_origins: str = "*"  # comma-separated origins whose pages may call /api/chat and frame /chat; * any
-    api_docs: bool = True  # false: no /docs, /redoc or /openapi.json
-    metrics_token: SecretStr | None = None  # set: GET /metrics needs Authorization: Bearer <token>
+    # Exposure: secrets and headers (docs: security)
+    widget_origins: str = Field(
+        "*", description="Comma-separated origins whose pages may call `/api/chat` and frame `/chat`; `*`: any."
+    )
+    api_docs: bool = Field(True, description="False: no `/docs`, `/redoc` or `/openapi.json`.")
+    metrics_token: SecretStr | None = Field(
+        None, description="Set: `GET /metrics` needs `Authorization: Bearer <token>`."
+    )
 
     # Turn speed: at most this many turns per process in their CPU-heavy phases at once (accepting a
     # message, reading memory, building the prompt), so webhook acks in the same process are not queued
     # behind a burst of turns; slow waits (lock, retrieval, LLM, vendor) hold no slot. 0: no bound
-    turn_cpu_slots: int = Field(default=4, ge=0)
+    turn_cpu_slots: int = Field(
+        default=4, ge=0, description="Turns one process runs in their CPU-heavy phases at once, so webhook acks "
+        "come first (0: no bound).")
 
     def secret_values(self) -> list[str]:
         """Every configured secret (tokens, keys, passwords, signing secrets), for log redaction."""
