@@ -122,14 +122,10 @@ class ApiKeys:
             raise Unauthorized("unknown or revoked API key")
         return record
 
-    async def authorize(self, key: str | None, agent_id: str) -> ApiKey:
-        """The key's record if it may call ``agent_id`` now: 401 unknown or revoked, 403 another agent's,
-        429 (with the seconds to wait) past its per-minute limit. Refused calls use none of the limit."""
-        return await self.admit(await self.identify(key), agent_id)
-
     async def admit(self, record: ApiKey, agent_id: str, *, shown_as: str | None = None) -> ApiKey:
-        """``record`` if its key may call ``agent_id`` now (403 naming ``shown_as``, the name the caller
-        used, else 429); takes one call of its per-minute limit."""
+        """``record`` (from ``identify``) if its key may call ``agent_id`` now: 403 naming ``shown_as`` (the
+        name the caller used) for another agent's key, 429 (with the seconds to wait) past its per-minute
+        limit. Takes one call of the limit; refused calls use none."""
         if agent_id not in record.agents:
             raise Forbidden(refusal(shown_as or agent_id))
         await self.rate.take(record.id, record.rate_limit_per_min)
