@@ -122,6 +122,10 @@ class ApiKeys:
             raise Unauthorized("unknown or revoked API key")
         return record
 
+    async def authorize(self, key: str | None, agent_id: str) -> ApiKey:
+        """``identify`` then ``admit``: 401, 403 or 429, else the key's record."""
+        return await self.admit(await self.identify(key), agent_id)
+
     async def admit(self, record: ApiKey, agent_id: str, *, shown_as: str | None = None) -> ApiKey:
         """``record`` (from ``identify``) if its key may call ``agent_id`` now: 403 naming ``shown_as`` (the
         name the caller used) for another agent's key, 429 (with the seconds to wait) past its per-minute
