@@ -52,7 +52,7 @@ _REFUSED = {"tools": _TOOLS, "functions": _TOOLS, "function_call": _TOOLS,
 class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
 
-    include_usage: bool = False
+    include_usage: bool | None = None
 
 
 class ChatRequest(BaseModel):
@@ -63,10 +63,10 @@ class ChatRequest(BaseModel):
 
     model: str
     messages: list[Any]
-    stream: bool = False
+    stream: bool | None = None  # null, as some clients send for "not given", is false
     stream_options: StreamOptions | None = None
     user: str | None = None
-    n: int = 1
+    n: int | None = None
 
     @classmethod
     def parse(cls, body: Any) -> ChatRequest:
@@ -87,7 +87,7 @@ class ChatRequest(BaseModel):
             first = exc.errors()[0]
             where = ".".join(map(str, first["loc"])) or "body"
             raise FieldRefused(where, first["msg"]) from None
-        if request.n != 1:
+        if request.n not in (None, 1):
             raise FieldRefused("n", "an agent gives one answer per request (n must be 1)")
         return request
 
@@ -172,7 +172,7 @@ async def chat_completions(request: Request):
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": result.text},
                              "finish_reason": "stop"}],
                 "usage": _usage(result), "sources": _sources(result)}
-    include_usage = body.stream_options is not None and body.stream_options.include_usage
+    include_usage = bool(body.stream_options and body.stream_options.include_usage)
     return StreamingResponse(_events(services, version, config, messages, session, completion_id, body.model,
                                      include_usage), media_type="text/event-stream")
 
