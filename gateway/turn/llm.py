@@ -84,7 +84,9 @@ class _Refused(openai.APIConnectionError):
 
 def _refused(exc: BaseException) -> bool:
     seen: BaseException | None = exc
-    while seen is not None:
+    for _ in range(10):  # a chain is short; never follow a cycle
+        if seen is None:
+            break
         if isinstance(seen, ConnectionRefusedError) or (isinstance(seen, OSError) and seen.errno == errno.ECONNREFUSED):
             return True
         os_error = getattr(seen, "os_error", None)  # aiohttp's ClientConnectorError carries the socket's
@@ -136,8 +138,7 @@ class LLMClient:
             http_client=_HttpClient(timeout=settings.llm_timeout_s),
         )
         where = urlsplit(settings.llm_base_url)  # no user:password@ or query in an error message
-        port = f":{where.port}" if where.port else ""
-        self._refusal = (f"the language model at {where.scheme}://{where.hostname}{port}{where.path} "
+        self._refusal = (f"the language model at {where.scheme}://{where.netloc.rpartition('@')[2]}{where.path} "
                          "refused the connection (is it running?)")
 
     async def aclose(self) -> None:
