@@ -27,10 +27,10 @@ def _safe_next(value: str | None) -> str:
 
 
 def _login_page(request: Request, *, next_path: str, username: str = "", error: str | None = None,
-                status_code: int = 200) -> Response:
+                status_code: int = 200, first_run: bool = False) -> Response:
     token = secrets.token_urlsafe(24)
     response = page(request, "login.html", None, status_code, login_token=token, next=next_path,
-                    username=username, error=error)
+                    username=username, error=error, first_run=first_run)
     response.set_cookie(LOGIN_COOKIE, token, httponly=True, samesite="strict", path=f"{PREFIX}/login",
                         secure=_secure(request))
     return response
@@ -42,7 +42,9 @@ def _secure(request: Request) -> bool:
 
 @router.get("/login")
 async def login_form(request: Request, next: str | None = None) -> Response:
-    return _login_page(request, next_path=_safe_next(next))
+    operators = services_of(request).operators
+    first_run = operators is not None and await operators.count() == 0
+    return _login_page(request, next_path=_safe_next(next), first_run=first_run)
 
 
 @router.post("/login")

@@ -337,12 +337,17 @@ class Services:
     async def _first_admin(self) -> None:
         """``SWITCHBOARD_ADMIN_PASSWORD`` makes the first console admin when there is no account yet."""
         password = self.settings.admin_password
-        if password is None or self.operators is None:
+        if self.operators is None:
             return
         try:
-            if await self.operators.count() == 0:
-                await self.operators.create(self.settings.admin_user, password.get_secret_value(), "admin")
-                log.info("console: created the first admin %r", self.settings.admin_user)
+            if await self.operators.count() > 0:
+                return
+            if password is None:
+                log.warning("console: no account yet. Create the first admin with `switchboard operators create "
+                            "NAME` (it asks for a password), or start with SWITCHBOARD_ADMIN_PASSWORD set")
+                return
+            await self.operators.create(self.settings.admin_user, password.get_secret_value(), "admin")
+            log.info("console: created the first admin %r", self.settings.admin_user)
         except GatewayError as exc:  # a too-short password must not stop the gateway; say so
             log.error("console: could not create the first admin %r: %s", self.settings.admin_user, exc)
         except Exception as exc:  # Redis down at start: /readyz says so; the console waits for it

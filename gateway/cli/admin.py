@@ -1,4 +1,5 @@
-"""``switchboard admin create-user NAME --role admin|operator``: a console account, straight into
+"""``switchboard operators create NAME [--role admin|operator]`` (also ``switchboard admin create-user``): a
+console account, straight into
 Redis (the configured one, or the embedded one under the data dir — the running gateway's if it
 is up, else started for the moment)."""
 
@@ -21,6 +22,16 @@ def register_admin(sub: argparse._SubParsersAction) -> None:
     create.add_argument("--role", choices=["admin", "operator"], default="operator")
     create.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
     admin.set_defaults(func=_admin)
+    operators = sub.add_parser("operators", help="console accounts")
+    operators_sub = operators.add_subparsers(dest="operators_command", required=True)
+    create = operators_sub.add_parser(
+        "create", help="add a console account (asks for its password); the first account is an admin"
+    )
+    create.add_argument("name")
+    create.add_argument("--role", choices=["admin", "operator"], default=None,
+                        help="default: admin for the first account, operator after that")
+    create.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
+    operators.set_defaults(func=_admin)
 
 
 def _password(from_stdin: bool) -> str:
@@ -32,7 +43,7 @@ def _password(from_stdin: bool) -> str:
     return first
 
 
-async def _create(settings: Settings, name: str, role: str, password: str) -> str:
+async def _create(settings: Settings, name: str, role: str | None, password: str) -> str:
     from redis.asyncio import Redis
 
     from gateway.conversation.operators import Operators
@@ -49,7 +60,10 @@ async def _create(settings: Settings, name: str, role: str, password: str) -> st
         url = embedded.url
     redis = Redis.from_url(url, socket_connect_timeout=settings.redis_connect_timeout_s)
     try:
-        operator = await Operators(RedisStore(redis, settings.agent_id)).create(name, password, role)  # type: ignore[arg-type]
+        operators = Operators(RedisStore(redis, settings.agent_id))
+        if role is None:  # the first account must be able to run the console
+            role = "admin" if await operators.count() == 0 else "operator"
+        operator = await operators.create(name, password, role)  # type: ignore[arg-type]
         return f"created {operator.role} {operator.username}"
     finally:
         await redis.aclose()
