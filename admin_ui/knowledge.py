@@ -15,6 +15,7 @@ from starlette.datastructures import UploadFile
 from admin_ui.render import page
 from admin_ui.security import PREFIX, Signed, admin_only, check_csrf, signed_in
 from gateway.core.errors import GatewayError
+from gateway.knowledge.demo import demo_topics_present, remove_demo_knowledge
 from gateway.knowledge.search import MAX_QUERY_CHARS
 from rag_core.errors import RagError
 from rag_core.retrieval import ChatTurn
@@ -31,8 +32,9 @@ async def knowledge_page(request: Request, signed: Signed, status_code: int = 20
         bases = [await knowledge.bases.describe(info.name, count_retrieval=False)
                  for info in await knowledge.bases.catalog.all()]
         documents = await knowledge.documents.list(kb)
+        demo = await demo_topics_present(knowledge) if kb == "main" else 0
     except (GatewayError, RagError) as exc:  # Qdrant down, or an unknown base: say so, keep the page
-        bases, documents = [], []
+        bases, documents, demo = [], [], 0
         problems.append(f"The knowledge base cannot be read: {exc}")
     try:
         recent = await signed.services.store.recent_retrievals()
@@ -42,7 +44,7 @@ async def knowledge_page(request: Request, signed: Signed, status_code: int = 20
     return page(request, "knowledge.html", signed, status_code, bases=bases, documents=documents, kb=kb,
                 recent=recent, done=request.query_params.get("done"), cache=cache, controls=knowledge.controls,
                 strategies=sorted(knowledge.strategies), default_strategy=knowledge.default_strategy,
-                problems=problems, **context)
+                problems=problems, demo=demo, **context)
 
 
 @router.get("")
@@ -145,6 +147,13 @@ async def retrieval_test(request: Request, signed: Signed = Depends(signed_in)) 
 
 
 LEG_NAMES = ["bm25", "dense", "fused", "rerank", "llm_rank"]
+
+
+@router.post("/demo/remove")
+async def remove_demo(request: Request, signed: Signed = Depends(admin_only)) -> Response:
+    await check_csrf(request, signed)
+    removed = await remove_demo_knowledge(signed.services.knowledge)
+    return RedirectResponse(f"{PREFIX}/knowledge?done={quote(f'Removed {removed} demo topics')}", status_code=303)
 
 
 @router.post("/cache/clear")
