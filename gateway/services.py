@@ -18,6 +18,7 @@ from rq import Queue
 from gateway.agents.api_keys import ApiKeys
 from gateway.agents.channel_agent import ChannelAgent
 from gateway.agents.runner import AgentRunner
+from gateway.agents.settings_agent import sync_channel_agent
 from gateway.agents.store import AgentStore
 from gateway.catalogue import CUSTOMER_ATTRIBUTES, PERSONA_ATTRIBUTES
 from gateway.conversation.attributes import CustomerAttributes, PersonaAttributes
@@ -313,24 +314,12 @@ class Services:
         jobs.unregister(self.settings.agent_id)
 
     async def _channel_agent(self) -> None:
-        """The gateway's own agent (id ``SWITCHBOARD_AGENT_ID``) is one of the agent API's agents, its
-        first version made from the settings; the agent API and the console see one definition."""
+        """The gateway's own agent (id ``SWITCHBOARD_AGENT_ID``) is one of the agent API's agents, made from
+        the settings and following them until an operator edits it (``gateway.agents.channel_agent``)."""
         if self.agents is None:
             return
-        settings = self.settings
         try:
-            await self.agents.get(settings.agent_id)
-        except GatewayError:
-            kbs = [n.strip() for n in settings.retrieval_kbs.split(",") if n.strip()]
-            try:
-                await self.agents.create({
-                    "name": settings.agent_id.lower(), "displayName": "The channels' agent",
-                    "description": "answers on every configured channel",
-                    "config": {"knowledgeBases": kbs, "limit": settings.rag_top_k,
-                               "retrievalMode": settings.retrieval_mode, "llmModelId": settings.llm_model},
-                }, agent_id=settings.agent_id)
-            except GatewayError as exc:  # e.g. a name taken by an agent made through the API
-                log.warning("could not register the channels' agent %r: %s", settings.agent_id, exc)
+            await sync_channel_agent(self.agents, self.settings)
         except Exception as exc:  # Redis down at start: /readyz says so
             log.warning("could not check the channels' agent: %s", exc)
 
