@@ -198,7 +198,8 @@ class Services:
         queues = {q: Queue(settings.queue_name(q), connection=sync) for q in QUEUES}
         mutex = RedisMutex(redis, store.prefix)
         cache = SemanticCache(redis, store.prefix, ttl_s=settings.semantic_cache_ttl_s,
-                              max_entries=settings.semantic_cache_max_entries)
+                              max_entries=settings.semantic_cache_max_entries,
+                              max_entry_bytes=settings.semantic_cache_max_entry_bytes)
         knowledge = Knowledge(settings, llm, document_lock=lambda doc_id: mutex.hold(f"document:{doc_id}"),
                               cache=cache, metrics=metrics)
         rag_modes: dict[str, RagMode] = {}  # filled by the channels as they are installed
