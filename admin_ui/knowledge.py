@@ -12,6 +12,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.datastructures import UploadFile
 
+from admin_ui.notices import notice
 from admin_ui.render import page
 from admin_ui.security import PREFIX, Signed, admin_only, check_csrf, signed_in
 from gateway.core.errors import GatewayError
@@ -94,7 +95,7 @@ async def document_action(doc_id: str, action: str, request: Request, signed: Si
             return await knowledge_page(request, signed, 404, kb=record.kb, problems=[f"No action {action!r}"])
     except (GatewayError, RagError) as exc:
         return await knowledge_page(request, signed, 422, problems=[str(exc)])
-    return RedirectResponse(f"{PREFIX}/knowledge?kb={quote(record.kb)}&done={quote(done)}", status_code=303)
+    return RedirectResponse(f"{PREFIX}/knowledge?kb={quote(record.kb)}&done={notice(signed, done)}", status_code=303)
 
 
 # The retrieval controls the console's retrieval test offers (the rest: POST /api/kb/search).
@@ -152,5 +153,5 @@ async def clear_cache(request: Request, signed: Signed = Depends(admin_only)) ->
     await check_csrf(request, signed)
     cache = signed.services.knowledge.cache
     cleared = await cache.clear() if cache is not None else 0
-    return RedirectResponse(f"{PREFIX}/knowledge?done={quote(f'Cleared {cleared} cached searches')}",
+    return RedirectResponse(f"{PREFIX}/knowledge?done={notice(signed, f'Cleared {cleared} cached searches')}",
                             status_code=303)
