@@ -13,7 +13,8 @@ from gateway.knowledge.crawler import CrawledPage, Crawler, CrawlLimits, CrawlPr
 from tests.fakes.live_server import LiveServer
 from tests.fakes.website import Website
 
-NAMES = {"site.test": "127.0.0.1", "elsewhere.test": "127.0.0.1", "internal.test": "10.0.0.5", "other.example": "93.184.216.34"}
+NAMES = {"site.test": "127.0.0.1", "elsewhere.test": "127.0.0.1", "internal.test": "10.0.0.5",
+         "other.example": "93.184.216.34"}
 
 
 async def _resolve(host: str, port: int):
