@@ -16,6 +16,7 @@ from admin_ui.notices import notice
 from admin_ui.render import page
 from admin_ui.security import PREFIX, Signed, admin_only, check_csrf, signed_in
 from gateway.core.errors import GatewayError
+from gateway.http.documents import check_upload_size
 from gateway.knowledge.search import MAX_QUERY_CHARS
 from rag_core.errors import RagError
 from rag_core.retrieval import ChatTurn
@@ -60,6 +61,7 @@ async def upload(request: Request, signed: Signed = Depends(admin_only)) -> Resp
     outcomes = []
     for upload_file in files:
         try:
+            check_upload_size(upload_file, signed.services.settings.max_upload_mb)
             outcome = await signed.services.knowledge.documents.ingest(
                 kb, upload_file.filename or "", await upload_file.read(), content_type=upload_file.content_type
             )
