@@ -30,6 +30,7 @@ from gateway.conversation.memory import Memory
 from gateway.conversation.operators import Operators
 from gateway.conversation.rate_limit import RateLimits
 from gateway.conversation.sessions import Sessions
+from gateway.conversation.signin_guard import SignInGuard
 from gateway.conversation.store import RedisStore
 from gateway.conversation.turn_lock import TurnLock
 from gateway.core.client_address import ClientAddresses
@@ -148,6 +149,7 @@ class Services:
     console_sessions: ConsoleSessions | None = None
     rate_limits: RateLimits | None = None  # every limited surface (README: Rate limits)
     client_addresses: ClientAddresses | None = None  # who a request comes from, for the rate limits
+    signin: SignInGuard | None = None  # the console's sign-in limit, counted before the password check
     handoffs: Handoffs | None = None  # who answers each conversation: the bot or a person
     desk: OperatorDesk | None = None  # the operator's side of a handoff
     conversations: ConversationList | None = None  # the filtered conversation list
@@ -197,7 +199,8 @@ class Services:
         queues = {q: Queue(settings.queue_name(q), connection=sync) for q in QUEUES}
         mutex = RedisMutex(redis, store.prefix)
         cache = SemanticCache(redis, store.prefix, ttl_s=settings.semantic_cache_ttl_s,
-                              max_entries=settings.semantic_cache_max_entries)
+                              max_entries=settings.semantic_cache_max_entries,
+                              max_entry_bytes=settings.semantic_cache_max_entry_bytes)
         knowledge = Knowledge(settings, llm, document_lock=lambda doc_id: mutex.hold(f"document:{doc_id}"),
                               cache=cache, metrics=metrics)
         rag_modes: dict[str, RagMode] = {}  # filled by the channels as they are installed
@@ -251,12 +254,14 @@ class Services:
         )
         services.readiness["qdrant"] = lambda: knowledge.kb.ping()
         services.ingest_jobs = IngestJobs(store)
-        services.operators = Operators(store)
+        services.operators = Operators(store, concurrent_checks=settings.signin_concurrent_checks)
         services.console_sessions = ConsoleSessions(
             store, idle_s=settings.console_idle_s, absolute_s=settings.console_max_age_s
         )
         services.rate_limits = RateLimits.build(store, settings, metrics)
         services.client_addresses = ClientAddresses(settings.trusted_proxies)
+        services.signin = SignInGuard(services.rate_limits.signin_account, services.rate_limits.signin_address,
+                                      settings.signin_known_address_days * 86_400)
         services.on_start.append(services._first_admin)
         services.appends = _appends(settings, knowledge, customer_attributes, services.ingest_jobs, llm, queues, mutex,
                                     resolver, services.on_stop)
