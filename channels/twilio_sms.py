@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from twilio.twiml.messaging_response import MessagingResponse
 
 from channels import webhook_docs
+from channels.connection_capabilities import TWILIO_SMS
 from channels.delivery import deliver_parts, turn_runner
 from channels.errors import ChannelRejected
 from channels.outbound_retry import RetryPolicy
@@ -25,7 +26,6 @@ from channels.twilio_rest import SmsWebhook, TwilioRest, twilio_configured, veri
 from gateway.channel import (
     Attachment,
     BadRequest,
-    Capabilities,
     ChannelContext,
     Delivery,
     DeliveryRejected,
@@ -42,7 +42,7 @@ CHANNEL = "twilio_sms"
 SMS_PATH = "/channels/twilio/sms"
 # what the OpenAPI document says this vendor sends here (the routes read raw bodies)
 WEBHOOKS = {SMS_PATH: webhook_docs.TWILIO_SMS}
-CAPABILITIES = Capabilities(max_length=1600, markup="plain", citations="drop")
+CAPABILITIES = TWILIO_SMS
 # Twilio's default opt-out keywords (Advanced Opt-Out off or on, these are the standard sets)
 STOP_WORDS = frozenset({"STOP", "STOPALL", "UNSUBSCRIBE", "CANCEL", "END", "QUIT", "OPTOUT", "REVOKE"})
 START_WORDS = frozenset({"START", "YES", "UNSTOP"})

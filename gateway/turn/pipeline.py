@@ -237,6 +237,7 @@ class TurnPipeline:
                 persona_id=persona.id,
                 channel=inbound.channel,
                 user_message_id=user_message.id,
+                connection=inbound.connection, agent=inbound.agent,  # conn (issue 28)
             )
             user_message.turn_id = trace.turn_id
             await self.store.add_message(user_message)

@@ -38,6 +38,7 @@ def fake_telegram(_fake_servers) -> FakeTelegram:
     fake.recorder.reset()
     fake.updates.clear()
     fake.answer_sends_after_s = 0.0
+    fake.bots.clear()
     return fake
 
 
