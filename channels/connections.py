@@ -69,6 +69,16 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
+async def note_delivery(context: ChannelContext, connection_id: str, report: DeliveryReport) -> DeliveryReport:
+    """A connection's reply outcome goes into its status: the time it went out, or why it did not."""
+    if context.connections is not None:
+        if report.delivered:
+            await context.connections.note(connection_id, last_outbound_at=now())
+        else:
+            await context.connections.note_error(connection_id, report.error or "the reply was not delivered")
+    return report
+
+
 class ConnectionKind:
     """One kind: its vendor module loaded on first use, its routes, its inbox dispatch and vendor check."""
 

@@ -20,11 +20,10 @@ from aiogram.types import Update, User
 from fastapi import Request, Response
 from pydantic import ValidationError
 
-from channels.connections import now
-from channels.delivery import deliver_parts, reject_unverified
+from channels.connections import note_delivery
+from channels.delivery import reject_unverified
 from channels.errors import ChannelRejected
 from channels.outbound_retry import RetryPolicy
-from channels.render import render
 from channels.telegram import ALLOWED_UPDATES, CAPABILITIES, SECRET_HEADER, TelegramSink, _call
 from channels.telegram_updates import (
     CHANNEL,
@@ -71,14 +70,7 @@ class ConnectionTelegramSink(TelegramSink):
         self.connection_id = connection_id
 
     async def deliver(self, text: str) -> DeliveryReport:
-        report = await deliver_parts(render(text, CAPABILITIES), self._send, self.policy, what="telegram sendMessage")
-        store = self.context.connections
-        if store is not None:
-            if report.delivered:
-                await store.note(self.connection_id, last_outbound_at=now())
-            else:
-                await store.note_error(self.connection_id, report.error or "telegram sendMessage failed")
-        return report
+        return await note_delivery(self.context, self.connection_id, await super().deliver(text))
 
 
 class TelegramConnections:

@@ -54,6 +54,8 @@ def fake_twilio(_fake_servers) -> FakeTwilio:
     fake.recorder.reset()
     fake.tokens.clear()
     fake.answer_creates_after_s = 0.0
+    fake.accounts.clear()
+    fake.outside_window.clear()
     return fake
 
 
