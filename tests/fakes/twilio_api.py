@@ -4,7 +4,8 @@ Answers ``GET /Accounts/<sid>.json`` for the account and any added with ``add_ac
 create to a WhatsApp recipient in ``outside_window`` is refused with error 63016 as Twilio refuses
 a free-form message outside the 24-hour window. Records every message create; scripted failures
 answer like Twilio (JSON error body with ``code``/``message``/``status``, ``Retry-After`` on 429).
-A create repeating an earlier one's ``I-Twilio-Idempotency-Token`` is answered with the earlier message and sends nothing, as Twilio does.
+A create repeating an earlier one's ``I-Twilio-Idempotency-Token`` is answered with the earlier
+message and sends nothing, as Twilio does.
 """
 
 from __future__ import annotations
