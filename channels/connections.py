@@ -11,6 +11,7 @@ inbox handler per kind serves both the environment-configured channel and every 
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -24,6 +25,7 @@ from channels.connection_capabilities import CAPABILITIES
 from gateway.channel import (
     Capabilities,
     ChannelContext,
+    ChannelDeliveryError,
     Connection,
     Delivery,
     DeliveryRejected,
@@ -77,6 +79,20 @@ async def note_delivery(context: ChannelContext, connection_id: str, report: Del
         else:
             await context.connections.note_error(connection_id, report.error or "the reply was not delivered")
     return report
+
+
+async def redacting(send: Awaitable[str], connection: Connection) -> str:
+    """One vendor call whose error leaves with the connection's credentials masked, without its cause
+    (a vendor may echo a token in an error; the error goes into logs, traces and the status)."""
+    try:
+        return await send
+    except ChannelDeliveryError as exc:
+        clean = connection.redact(exc.message)
+        if clean == exc.message:
+            raise
+        masked = copy.copy(exc)
+        masked.message, masked.args = clean, (clean,)
+        raise masked from None
 
 
 class ConnectionKind:
@@ -171,8 +187,13 @@ class LateSink:
 
 def install_connections(context: ChannelContext, *, routes: bool) -> list[Route]:
     """Register every kind's inbox dispatch (wrapping the environment channel of the same name) and
-    vendor check; answer the webhook routes to mount (none in a worker)."""
+    vendor check; answer the webhook routes to mount (none in a worker).
+
+    A serving process loads the modules of the kinds it has connections of before it serves, and the
+    others in the background, so the first webhook of a connection added later does not wait for
+    aiogram's import."""
     mounted: list[Route] = []
+    kinds: list[ConnectionKind] = []
     for kind in CONNECTION_MODULES:
         entry = ConnectionKind(kind, context)
         entry.environment = context.inbox_handlers.get(entry.name)
@@ -181,6 +202,35 @@ def install_connections(context: ChannelContext, *, routes: bool) -> list[Route]
         capabilities = CAPABILITIES[kind]
         context.capabilities.setdefault(entry.name, capabilities)
         context.rag_modes.setdefault(entry.name, capabilities.rag_mode)
+        kinds.append(entry)
         if routes:
             mounted += entry.routes()
+    if routes:
+        context.on_start.append(lambda: _load_in_background(kinds))
     return mounted
+
+
+_loading: set[asyncio.Task[object]] = set()
+
+
+async def _load_in_background(kinds: list[ConnectionKind]) -> None:
+    store = kinds[0].context.connections if kinds else None
+    try:
+        present = {c.kind for c in await store.list()} if store is not None else set()
+    except Exception as exc:  # Redis away at start: everything loads in the background
+        log.warning("could not list the connections at start: %s", exc)
+        present = set()
+    for entry in kinds:
+        if entry.kind in present:
+            await entry.handler()
+
+    async def load() -> None:
+        for entry in kinds:
+            try:
+                await entry.handler()
+            except Exception:  # the first webhook of this kind tries again, and reports it
+                log.exception("could not load the %s connections' module", entry.kind)
+
+    task = asyncio.create_task(load(), name="load connection kinds")
+    _loading.add(task)
+    task.add_done_callback(_loading.discard)

@@ -20,7 +20,7 @@ from aiogram.types import Update, User
 from fastapi import Request, Response
 from pydantic import ValidationError
 
-from channels.connections import note_delivery
+from channels.connections import note_delivery, redacting
 from channels.delivery import reject_unverified
 from channels.errors import ChannelRejected
 from channels.outbound_retry import RetryPolicy
@@ -64,13 +64,16 @@ log = logging.getLogger(__name__)
 class ConnectionTelegramSink(TelegramSink):
     """A connection bot's replies; each outcome goes into the connection's status."""
 
-    def __init__(self, bot: Bot, target, policy: RetryPolicy, context: ChannelContext, connection_id: str) -> None:
+    def __init__(self, bot: Bot, target, policy: RetryPolicy, context: ChannelContext, connection: Connection) -> None:
         super().__init__(bot, target, policy)
         self.context = context
-        self.connection_id = connection_id
+        self.connection = connection
+
+    async def _send(self, part: str) -> str:
+        return await redacting(super()._send(part), self.connection)
 
     async def deliver(self, text: str) -> DeliveryReport:
-        return await note_delivery(self.context, self.connection_id, await super().deliver(text))
+        return await note_delivery(self.context, self.connection.id, await super().deliver(text))
 
 
 class TelegramConnections:
@@ -136,7 +139,7 @@ class TelegramConnections:
             return None
         if isinstance(event, ChatText):
             turn = await self.context.pipeline.accept(scoped(event.inbound, connection), delivery_id=delivery.id)
-            sink = ConnectionTelegramSink(bot, event.target, self.policy, self.context, connection.id)
+            sink = ConnectionTelegramSink(bot, event.target, self.policy, self.context, connection)
             return None if turn is None else TurnWork(turn, sink)
         if not await self.context.store.claim_once("update", CHANNEL, delivery.dedup_id):
             return None
@@ -150,7 +153,7 @@ class TelegramConnections:
         else:
             assert isinstance(event, Unsupported)
             text = self.context.settings.channel_unsupported_message
-        sink = ConnectionTelegramSink(bot, event.target, self.policy, self.context, connection.id)
+        sink = ConnectionTelegramSink(bot, event.target, self.policy, self.context, connection)
         return SendWork(lambda: sink.say(text), what=f"telegram canned reply ({connection.id})")
 
     def sink_for(self, delivery: Delivery, connection: Connection) -> ConnectionTelegramSink:
@@ -158,7 +161,7 @@ class TelegramConnections:
         msg = self._update(delivery, bot).message
         if msg is None:
             raise DeliveryRejected("a Telegram update without a message has no reply target")
-        return ConnectionTelegramSink(bot, target_of(msg), self.policy, self.context, connection.id)
+        return ConnectionTelegramSink(bot, target_of(msg), self.policy, self.context, connection)
 
     # -- the vendor check ----------------------------------------------------------------------
     async def verify(self, connection: Connection, webhook_url: str) -> str | None:

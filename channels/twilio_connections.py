@@ -14,7 +14,7 @@ import json
 from fastapi import Request, Response
 from pydantic import ValidationError
 
-from channels.connections import note_delivery
+from channels.connections import note_delivery, redacting
 from channels.errors import ChannelRejected, ChannelUnavailable
 from channels.outbound_retry import RetryPolicy
 from channels.twilio_rest import SmsWebhook, TwilioRest, verified_form
@@ -47,10 +47,14 @@ __all__ = ["TwilioConnections", "build_connections", "twilio_account"]
 
 class ConnectionSmsSink(SmsSink):
     def __init__(self, rest: TwilioRest, opt_outs: OptOuts, to: str, from_: str, policy: RetryPolicy,
-                 context: ChannelContext, connection_id: str) -> None:
+                 context: ChannelContext, connection: Connection) -> None:
         super().__init__(rest, opt_outs, to, from_, policy)
         self.context = context
-        self.connection_id = connection_id
+        self.connection = connection
+        self.connection_id = connection.id
+
+    async def _send(self, part: str, idempotency_token: str | None = None) -> str:
+        return await redacting(super()._send(part, idempotency_token), self.connection)
 
     async def deliver(self, text: str) -> DeliveryReport:
         return await note_delivery(self.context, self.connection_id, await super().deliver(text))
@@ -141,7 +145,7 @@ class TwilioConnections(TwilioAccountConnections):
         sms = queued_sms(delivery)
         sender = connection.secret("phone_number") or sms.to
         return ConnectionSmsSink(self.clients.rest(connection, sender), OptOuts(self.context.store, connection.id),
-                                 sms.from_, sender, self.policy, self.context, connection.id)
+                                 sms.from_, sender, self.policy, self.context, connection)
 
 
 def build_connections(context: ChannelContext) -> TwilioConnections:

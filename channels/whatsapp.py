@@ -19,7 +19,7 @@ from fastapi import Request, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from channels.connection_capabilities import WHATSAPP
-from channels.connections import note_delivery
+from channels.connections import note_delivery, redacting
 from channels.delivery import deliver_parts
 from channels.errors import ChannelRejected
 from channels.outbound_retry import RetryPolicy
@@ -96,16 +96,16 @@ class WhatsAppSink:
     channel = CHANNEL
 
     def __init__(self, rest: TwilioRest, to: str, sender: str, policy: RetryPolicy, context: ChannelContext,
-                 connection_id: str) -> None:
+                 connection: Connection) -> None:
         self.rest, self.to, self.sender, self.policy = rest, to, sender, policy
-        self.context, self.connection_id = context, connection_id
+        self.context, self.connection, self.connection_id = context, connection, connection.id
 
     async def delta(self, text: str) -> None:  # pragma: no cover - not streaming
         raise NotImplementedError
 
     async def _send(self, part: str, idempotency_token: str | None = None) -> str:
         try:
-            return await self.rest.send_sms(self.to, part, self.sender, idempotency_token)
+            return await redacting(self.rest.send_sms(self.to, part, self.sender, idempotency_token), self.connection)
         except ChannelRejected as exc:
             if OUTSIDE_WINDOW in exc.message:
                 raise ChannelRejected(
@@ -181,7 +181,7 @@ class WhatsAppConnections(TwilioAccountConnections):
         message, _ = _queued(delivery)
         sender = connection.secret("sender")
         return WhatsAppSink(self.clients.rest(connection, sender), message.from_, sender, self.policy,
-                            self.context, connection.id)
+                            self.context, connection)
 
 
 def build_connections(context: ChannelContext) -> WhatsAppConnections:

@@ -86,6 +86,13 @@ class Connection(BaseModel):
     def secret(self, name: str) -> str:
         return self.credentials.get(name, "")
 
+    def redact(self, text: str) -> str:
+        """``text`` with every credential of this connection masked (a vendor error may echo one)."""
+        for value in self.credentials.values():
+            if len(value) >= 6:
+                text = text.replace(value, mask(value))
+        return text
+
     def public(self, public_url: str) -> dict:
         """The answer shape: credentials masked, the URL the vendor must call."""
         body = self.model_dump(mode="json", exclude={"credentials"})

@@ -14,14 +14,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gateway.agents.store import LATEST, AgentStore
-from gateway.connections.model import DEFAULT_ID, KINDS, REQUIRED, Connection, ConnectionStatus, Kind, mask
+from gateway.connections.model import DEFAULT_ID, KINDS, REQUIRED, Connection, ConnectionStatus, Kind
 from gateway.connections.store import ConnectionStore
 from gateway.connections.verify import ConnectionVerifier, VendorUnreachable
 from gateway.core.errors import Conflict, InvalidInput, NotFound
 from gateway.core.models import utcnow
 from gateway.core.settings import Settings
 
-__all__ = ["ConnectionCreate", "ConnectionPatch", "Connections", "redact"]
+__all__ = ["ConnectionCreate", "ConnectionPatch", "Connections"]
 
 log = logging.getLogger(__name__)
 
@@ -48,14 +48,6 @@ class ConnectionPatch(BaseModel):
 def _invalid(exc: ValidationError) -> InvalidInput:
     first = exc.errors()[0]
     return InvalidInput(f"{'.'.join(map(str, first['loc'])) or 'body'}: {first['msg']}")
-
-
-def redact(text: str, connection: Connection) -> str:
-    """A vendor's error text with every credential of the connection masked (an error may echo a URL)."""
-    for value in connection.credentials.values():
-        if len(value) >= 6:
-            text = text.replace(value, mask(value))
-    return text
 
 
 def _check_credentials(kind: str, credentials: dict[str, str]) -> None:
@@ -151,7 +143,7 @@ class Connections:
                 await verifier.forget(connection)
             except Exception as exc:  # the vendor side is best effort; the connection is gone either way
                 log.warning("connection %s: could not undo the %s side: %s", connection_id, connection.kind,
-                            redact(str(exc), connection))
+                            connection.redact(str(exc)))
 
     # -- the parts -----------------------------------------------------------------------------
     async def _verified_save(self, connection: Connection) -> Connection:
@@ -163,7 +155,7 @@ class Connections:
                 account = await verifier.verify(connection, self.webhook_url(connection))
                 status = status.model_copy(update={"verified_at": utcnow(), "account": account})
             except VendorUnreachable as exc:
-                error = redact(str(exc), connection)
+                error = connection.redact(str(exc))
                 connection = connection.model_copy(update={"enabled": False})
         saved = await self.store.save(connection.model_copy(update={"status": status}))
         if error is not None:
