@@ -16,7 +16,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from rq import Queue
 
 from gateway.agents.api_keys import ApiKeys
-from gateway.agents.channel_agent import ChannelAgent
+from gateway.agents.channel_agent import AgentInstructions, ChannelAgent
 from gateway.agents.runner import AgentRunner
 from gateway.agents.store import AgentStore
 from gateway.catalogue import CUSTOMER_ATTRIBUTES, PERSONA_ATTRIBUTES
@@ -232,7 +232,8 @@ class Services:
         )
         handoffs = Handoffs(store)
         pipeline = TurnPipeline(
-            settings, store, sessions, memory, lock, prompts, responder, events, metrics, preparers=[rag, citing],
+            settings, store, sessions, memory, lock, prompts, responder, events, metrics,
+            preparers=[rag, citing, AgentInstructions(channel_agent)],  # conn (issue 28): a connection's agent
             handoffs=handoffs,
         )
         services = cls(

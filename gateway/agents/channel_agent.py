@@ -11,11 +11,12 @@ from __future__ import annotations
 import logging
 import time
 
-from gateway.agents.definitions import AgentConfig
+from gateway.agents.definitions import DEFAULT_SYSTEM_PROMPT, AgentConfig
 from gateway.agents.store import LATEST, AgentStore
 from gateway.core.errors import GatewayError
 from gateway.knowledge.rag_preparation import RetrievalChoice
 from gateway.turn.citations import CitationPolicy
+from gateway.turn.pipeline import Turn
 
 log = logging.getLogger(__name__)
 
@@ -64,3 +65,27 @@ class ChannelAgent:
         if config is None or config.citations is None:
             return None
         return config.citations.over(self.default_citations)
+
+    async def instructions(self, agent: str | None) -> str | None:
+        """A connection's agent's system prompt, as the channels' prompt template's instructions (its
+        ``{context_str}`` is the knowledge the template shows, ``{query_str}`` the customer's message)."""
+        if agent is None:
+            return None
+        config = await self._config(agent)
+        if config is None or config.system_prompt == DEFAULT_SYSTEM_PROMPT:
+            return None
+        return (config.system_prompt.replace("{context_str}", "(the knowledge-base context given below)")
+                .replace("{query_str}", "(the customer's latest message)"))
+
+
+class AgentInstructions:
+    """A turn preparer: a turn answered as a connection's own agent follows that agent's system prompt
+    (in place of the business instructions); the channels' agent keeps the console's instructions."""
+
+    def __init__(self, agent: ChannelAgent) -> None:
+        self.agent = agent
+
+    async def prepare(self, turn: Turn) -> None:
+        instructions = await self.agent.instructions(turn.inbound.agent)
+        if instructions is not None:
+            turn.prompt_variables["business_instructions"] = instructions

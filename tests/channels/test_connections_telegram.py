@@ -24,7 +24,9 @@ def _webhook_secret(fake_telegram, token: str) -> str:
 
 def _agent(client, name: str, kb: str) -> str:
     assert client.post("/api/kb/bases", json={"name": kb}, headers=ADMIN).status_code == 201
-    answer = client.post("/v1/agents", headers=ADMIN, json={"name": name, "config": {"knowledgeBases": [kb]}})
+    prompt = f"You are the {name} desk; answer only about {name}.\n{{context_str}}\nQuestion: {{query_str}}"
+    answer = client.post("/v1/agents", headers=ADMIN, json={"name": name, "config": {
+        "knowledgeBases": [kb], "systemPrompt": prompt}})
     assert answer.status_code == 201, answer.text
     return answer.json()["id"]
 
@@ -58,6 +60,8 @@ def test_two_bots_answer_as_their_own_agents_with_their_own_knowledge(client, li
     assert len(prompts) == 2
     assert "35 euros" in prompts[0] and "80 euros" not in prompts[0]
     assert "80 euros" in prompts[1] and "35 euros" not in prompts[1]
+    assert "You are the bikes desk" in prompts[0] and "boats desk" not in prompts[0]  # each agent's own prompt
+    assert "You are the boats desk" in prompts[1] and "bikes desk" not in prompts[1]
     assert fake_telegram.sent_by("bikes_bot") == ["Bikes: 35 euros."]
     assert fake_telegram.sent_by("boats_bot") == ["Boats: 80 euros."]
     # the same Telegram user is a separate customer of each bot; each conversation records its connection
