@@ -185,6 +185,27 @@ class LateSink:
         return await (await self._build()).deliver(text)
 
 
+# kinds checked with the vendor on save, not routed per connection yet: kind -> class in channels.vendor_checks
+CHECK_ONLY = {"slack": "SlackCheck", "twilio_voice": "TwilioVoiceCheck"}
+
+
+class CheckOnly:
+    """A check-only kind's vendor check, its module (slack-sdk, twilio) imported on first use."""
+
+    def __init__(self, kind: str, context: ChannelContext) -> None:
+        self.kind, self.context = kind, context
+
+    async def _check(self):
+        module = await asyncio.to_thread(import_module, "channels.vendor_checks")
+        return getattr(module, CHECK_ONLY[self.kind])(self.context)
+
+    async def verify(self, connection: Connection, webhook_url: str) -> str | None:
+        return await (await self._check()).verify(connection, webhook_url)
+
+    async def forget(self, connection: Connection) -> None:
+        await (await self._check()).forget(connection)
+
+
 def install_connections(context: ChannelContext, *, routes: bool) -> list[Route]:
     """Register every kind's inbox dispatch (wrapping the environment channel of the same name) and
     vendor check; answer the webhook routes to mount (none in a worker).
@@ -205,6 +226,8 @@ def install_connections(context: ChannelContext, *, routes: bool) -> list[Route]
         kinds.append(entry)
         if routes:
             mounted += entry.routes()
+    for kind in CHECK_ONLY:
+        context.connection_verifiers[kind] = CheckOnly(kind, context)
     if routes:
         context.on_start.append(lambda: _load_in_background(kinds))
     return mounted

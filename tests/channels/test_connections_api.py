@@ -118,3 +118,19 @@ def test_a_connection_added_on_one_gateway_is_answered_by_a_second_within_2_s(cl
             assert post_update(other, bot, late, call.params["secret_token"]).status_code == 404
     finally:
         stop_workers(second)
+
+
+def test_slack_and_voice_connections_are_checked_with_the_vendor(client, live, fake_slack, fake_twilio, stored):
+    from tests.fakes import slack_api, twilio_api
+
+    slack = add(client, kind="slack", name="Workspace", credentials={"bot_token": slack_api.TOKEN,
+                                                                     "signing_secret": "s" * 32})
+    assert slack["status"]["account"] == "switchboard in Test" and slack["enabled"]
+    assert slack["webhook_url"].endswith(f"/channels/slack/{slack['id']}/events")
+    refused = client.post("/api/connections", headers=ADMIN, json={
+        "kind": "slack", "name": "x", "credentials": {"bot_token": "xoxb-wrong", "signing_secret": "s" * 32}})
+    assert refused.status_code == 422 and "Slack refused the token (invalid_auth)" in refused.json()["message"]
+    voice = add(client, kind="twilio_voice", name="Phone", credentials={
+        "account_sid": twilio_api.ACCOUNT_SID, "auth_token": twilio_api.AUTH_TOKEN, "phone_number": "+15550002222"})
+    assert voice["status"]["verified_at"] and voice["status"]["account"].startswith("Account ")
+    assert len([k for k in stored.keys("connection:*") if k.count(":") == 3]) == 2
