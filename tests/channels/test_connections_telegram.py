@@ -134,3 +134,23 @@ def test_env_channels_are_the_read_only_default_connection(client, live):
     assert defaults["telegram"]["read_only"] is True
     assert client.delete("/api/connections/default", headers=ADMIN).status_code == 409
     assert webhook_path(defaults["slack"]) == "/channels/slack/events"
+
+
+def test_an_operator_takes_over_a_connection_chat_and_replies_through_that_bot(client, live, fake_telegram,
+                                                                              fake_openai):
+    token = fake_telegram.add_bot(7100005, "desk_bot")
+    bot = add(client, kind="telegram", name="Desk", credentials={"bot_token": token})
+    secret = _webhook_secret(fake_telegram, token)
+    post_update(client, bot, vendors.telegram_update(vendors.telegram_message("what time do you open?")), secret)
+    settle(live)
+    [row] = client.get("/api/conversations?channel=telegram", headers=ADMIN).json()["conversations"]
+    taken = client.post(f"/api/conversations/{row['id']}/take-over", json={"operator": "sam"}, headers=ADMIN)
+    assert taken.json()["status"] == "human"
+    post_update(client, bot, vendors.telegram_update(vendors.telegram_message("hello?")), secret)
+    settle(live)
+    assert len(fake_openai.chat_requests()) == 1  # handed off: the bot stays silent
+    sent = client.post(f"/api/conversations/{row['id']}/reply", json={"operator": "sam", "text": "Sam here."},
+                       headers=ADMIN)
+    assert sent.json()["delivery"] == "delivered"
+    assert fake_telegram.sent_by("desk_bot") == ["echo: what time do you open?", "Sam here."]
+    assert fake_telegram.sent_by("switchboard_test_bot") == []  # not through the environment's bot
