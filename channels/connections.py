@@ -21,6 +21,7 @@ from typing import Protocol
 from fastapi import Request, Response
 from starlette.routing import Route
 
+from channels import webhook_docs
 from channels.connection_capabilities import CAPABILITIES
 from gateway.channel import (
     Capabilities,
@@ -131,6 +132,10 @@ class ConnectionKind:
     def routes(self) -> list[Route]:
         return [Route(path, self.webhook, methods=["POST"], include_in_schema=False) for path in self.paths]
 
+    def described(self) -> dict[str, dict]:
+        """Each webhook path and what the OpenAPI document says the vendor sends there."""
+        return {path: webhook_docs.for_connection(getattr(webhook_docs, DOCS[self.kind])) for path in self.paths}
+
     # -- the inbox -----------------------------------------------------------------------------
     async def accept(self, delivery: Delivery) -> Work | None:
         connection_id, _ = split_delivery_id(delivery.dedup_id)
@@ -185,6 +190,8 @@ class LateSink:
         return await (await self._build()).deliver(text)
 
 
+DOCS = {"telegram": "TELEGRAM_UPDATE", "twilio_sms": "TWILIO_SMS", "whatsapp": "WHATSAPP"}  # in webhook_docs
+
 # kinds checked with the vendor on save, not routed per connection yet: kind -> class in channels.vendor_checks
 CHECK_ONLY = {"slack": "SlackCheck", "twilio_voice": "TwilioVoiceCheck"}
 
@@ -206,14 +213,13 @@ class CheckOnly:
         await (await self._check()).forget(connection)
 
 
-def install_connections(context: ChannelContext, *, routes: bool) -> list[Route]:
+def install_connections(context: ChannelContext, *, routes: bool) -> list[ConnectionKind]:
     """Register every kind's inbox dispatch (wrapping the environment channel of the same name) and
-    vendor check; answer the webhook routes to mount (none in a worker).
+    vendor check; answer the kinds (whose routes a serving process mounts).
 
     A serving process loads the modules of the kinds it has connections of before it serves, and the
     others in the background, so the first webhook of a connection added later does not wait for
     aiogram's import."""
-    mounted: list[Route] = []
     kinds: list[ConnectionKind] = []
     for kind in CONNECTION_MODULES:
         entry = ConnectionKind(kind, context)
@@ -224,13 +230,11 @@ def install_connections(context: ChannelContext, *, routes: bool) -> list[Route]
         context.capabilities.setdefault(entry.name, capabilities)
         context.rag_modes.setdefault(entry.name, capabilities.rag_mode)
         kinds.append(entry)
-        if routes:
-            mounted += entry.routes()
     for kind in CHECK_ONLY:
         context.connection_verifiers[kind] = CheckOnly(kind, context)
     if routes:
         context.on_start.append(lambda: _load_in_background(kinds))
-    return mounted
+    return kinds
 
 
 _loading: set[asyncio.Task[object]] = set()

@@ -93,7 +93,10 @@ def install(app: FastAPI, context: ChannelContext) -> None:
     """The ``switchboard.plugins`` entry point: mount every configured channel on the app."""
     adapters = build_adapters(context)
     _register_handlers(context, adapters)
-    app.router.routes[:0] = install_connections(context, routes=True)  # channel connections' webhooks
+    for kind in install_connections(context, routes=True):  # channel connections' webhooks, matched first
+        app.router.routes[:0] = kind.routes()
+        for path, operation in kind.described().items():
+            describe_operation(app, path, "post", operation)
     for name, adapter in adapters.items():
         _mount(app, adapter.router())
         _describe_webhooks(app, name)

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request, Response
 
-from gateway.connections.service import Connections
+from gateway.connections.service import ConnectionCreate, ConnectionPatch, Connections
 from gateway.http.auth import require_admin
 from gateway.http.json_body import AdminRoute, read_json
+from gateway.http.responses import json_body
 from gateway.services import Services
 
 __all__ = ["router"]
@@ -23,7 +24,7 @@ def _connections(services: Services) -> Connections:
     return services.connections
 
 
-@router.post("", status_code=201)
+@router.post("", status_code=201, openapi_extra=json_body(ConnectionCreate))
 async def create_connection(request: Request, services: Services = Depends(require_admin)) -> dict:
     connection = await _connections(services).create(await read_json(request))
     return connection.public(services.settings.public_url)
@@ -40,7 +41,7 @@ async def get_connection(connection_id: str, services: Services = Depends(requir
     return (await _connections(services).get(connection_id)).public(services.settings.public_url)
 
 
-@router.patch("/{connection_id}")
+@router.patch("/{connection_id}", openapi_extra=json_body(ConnectionPatch))
 async def patch_connection(connection_id: str, request: Request, services: Services = Depends(require_admin)) -> dict:
     connection = await _connections(services).update(connection_id, await read_json(request))
     return connection.public(services.settings.public_url)
