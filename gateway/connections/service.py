@@ -124,9 +124,12 @@ class Connections:
         if changes.get("enabled") and not current.enabled:
             reverify = True
         updated = current.model_copy(update=changes)
-        if reverify:
-            return await self._verified_save(updated)
-        return await self.store.save(updated)
+        if not reverify:
+            return await self.store.save(updated)
+        saved = await self._verified_save(updated)
+        if "credentials" in changes and saved.status.verified_at != current.status.verified_at:
+            await self._forget(current)  # e.g. the old bot token's webhook: it must not call us any more
+        return saved
 
     async def verify_again(self, connection_id: str) -> Connection:
         self._writable(connection_id)
@@ -137,12 +140,15 @@ class Connections:
         self._writable(connection_id)
         connection = await self.store.get(connection_id)
         await self.store.delete(connection_id)  # first: its webhook answers 404 from now on
+        await self._forget(connection)
+
+    async def _forget(self, connection: Connection) -> None:
         verifier = self.verifiers.get(connection.kind)
         if verifier is not None:
             try:
                 await verifier.forget(connection)
             except Exception as exc:  # the vendor side is best effort; the connection is gone either way
-                log.warning("connection %s: could not undo the %s side: %s", connection_id, connection.kind,
+                log.warning("connection %s: could not undo the %s side: %s", connection.id, connection.kind,
                             connection.redact(str(exc)))
 
     # -- the parts -----------------------------------------------------------------------------

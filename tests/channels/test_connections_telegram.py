@@ -154,3 +154,16 @@ def test_an_operator_takes_over_a_connection_chat_and_replies_through_that_bot(c
     assert sent.json()["delivery"] == "delivered"
     assert fake_telegram.sent_by("desk_bot") == ["echo: what time do you open?", "Sam here."]
     assert fake_telegram.sent_by("switchboard_test_bot") == []  # not through the environment's bot
+
+
+def test_a_new_token_moves_the_webhook_to_the_new_bot(client, live, fake_telegram, fake_openai):
+    old, new = fake_telegram.add_bot(7100006, "old_bot"), fake_telegram.add_bot(7100007, "new_bot")
+    bot = add(client, kind="telegram", name="Moving", credentials={"bot_token": old})
+    secret = _webhook_secret(fake_telegram, old)
+    changed = client.patch(f"/api/connections/{bot['id']}", json={"credentials": {"bot_token": new}}, headers=ADMIN)
+    assert changed.status_code == 200 and changed.json()["status"]["account"] == "@new_bot"
+    assert [c.params["_bot"] for c in fake_telegram.recorder.received("deleteWebhook")] == ["old_bot"]
+    assert _webhook_secret(fake_telegram, new) == secret  # the connection keeps its webhook secret
+    post_update(client, bot, vendors.telegram_update(vendors.telegram_message("who answers?")), secret)
+    settle(live)
+    assert fake_telegram.sent_by("new_bot") == ["echo: who answers?"] and fake_telegram.sent_by("old_bot") == []
