@@ -11,7 +11,7 @@ import json
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
-from gateway.core.errors import InvalidInput, SwitchboardError
+from gateway.core.errors import InvalidInput, ServiceUnavailable
 
 __all__ = ["CredentialBox", "NoSecretKey", "UnreadableCredentials", "parse_keys"]
 
@@ -23,8 +23,9 @@ class NoSecretKey(InvalidInput):
     """Credentials were given but no key is configured to encrypt them."""
 
 
-class UnreadableCredentials(SwitchboardError):
-    """Stored credentials none of the configured keys can decrypt (a key was removed too early)."""
+class UnreadableCredentials(ServiceUnavailable):
+    """Stored credentials none of the configured keys can decrypt (a key was removed too early): a 503
+    on the API, a 404 on the connection's webhook (as for a disabled one), an error in the log."""
 
 
 def parse_keys(raw: str) -> list[Fernet]:

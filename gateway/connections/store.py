@@ -65,7 +65,13 @@ class ConnectionStore:
     async def find(self, connection_id: str) -> Connection | None:
         """The connection a webhook names, for routing (one round trip); None when there is none."""
         raw = await self.redis.get(self._key(connection_id))
-        return None if raw is None else self._open(raw)
+        if raw is None:
+            return None
+        try:
+            return self._open(raw)
+        except UnreadableCredentials as exc:
+            log.error("connection %s cannot be used: %s", connection_id, exc.message)
+            return None
 
     async def list(self) -> list[Connection]:
         ids = sorted(i.decode() for i in await self.redis.smembers(self.store.key("connections")))
@@ -76,7 +82,7 @@ class ConnectionStore:
             except NotFound:
                 continue
             except UnreadableCredentials as exc:
-                log.error("connection %s: %s", connection_id, exc)
+                log.error("connection %s: %s", connection_id, exc.message)
         return sorted(found, key=lambda c: (c.kind, c.name))
 
     def _open(self, raw: bytes) -> Connection:

@@ -134,3 +134,28 @@ def test_slack_and_voice_connections_are_checked_with_the_vendor(client, live, f
         "account_sid": twilio_api.ACCOUNT_SID, "auth_token": twilio_api.AUTH_TOKEN, "phone_number": "+15550002222"})
     assert voice["status"]["verified_at"] and voice["status"]["account"].startswith("Account ")
     assert len([k for k in stored.keys("connection:*") if k.count(":") == 3]) == 2
+
+
+def test_a_removed_key_makes_its_connections_unusable_not_a_500(client, live, fake_telegram, channel_settings):
+    from cryptography.fernet import Fernet
+
+    from gateway.http.app import create_app
+    from tests.fakes.live_server import LiveServer
+
+    token = fake_telegram.add_bot(7300005, "rotated_bot")
+    bot = add(client, kind="telegram", name="Rotated", credentials={"bot_token": token})
+    secret = [c for c in fake_telegram.recorder.received("setWebhook") if c.params["_bot"] == "rotated_bot"]
+    wrong = channel_settings.model_copy(update={"secret_key": SecretStr(Fernet.generate_key().decode())})
+    with LiveServer(create_app(wrong)) as server, httpx.Client(base_url=server.url, timeout=10) as other:
+        assert other.get(f"/api/connections/{bot['id']}", headers=ADMIN).status_code == 503
+        assert bot["id"] not in other.get("/api/connections", headers=ADMIN).text
+        update = vendors.telegram_update(vendors.telegram_message("hi"))
+        assert post_update(other, bot, update, secret[0].params["secret_token"]).status_code == 404
+    # the old key after the new one (rotation): readable again, and re-sealed under the newest at start
+    rotated = channel_settings.model_copy(update={"secret_key": SecretStr(
+        wrong.secret_key.get_secret_value() + "," + SECRET_KEY)})
+    with LiveServer(create_app(rotated)) as server, httpx.Client(base_url=server.url, timeout=10) as other:
+        assert other.get(f"/api/connections/{bot['id']}", headers=ADMIN).json()["status"]["account"] == "@rotated_bot"
+    only_new = channel_settings.model_copy(update={"secret_key": wrong.secret_key})
+    with LiveServer(create_app(only_new)) as server, httpx.Client(base_url=server.url, timeout=10) as other:
+        assert other.get(f"/api/connections/{bot['id']}", headers=ADMIN).json()["name"] == "Rotated"
