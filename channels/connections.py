@@ -46,7 +46,8 @@ log = logging.getLogger(__name__)
 CONNECTION_MODULES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "telegram": ("channels.telegram_connections", "telegram", ("/channels/telegram/{connection_id}/webhook",)),
     "twilio_sms": ("channels.twilio_connections", "twilio_sms", ("/channels/twilio/{connection_id}/sms",)),
-    "whatsapp": ("channels.whatsapp", "whatsapp", ("/channels/whatsapp/{connection_id}",)),
+    "whatsapp": ("channels.whatsapp", "whatsapp", ("/channels/whatsapp/{connection_id}",
+                                                   "/channels/whatsapp/{connection_id}/status")),
 }
 
 
@@ -134,7 +135,7 @@ class ConnectionKind:
 
     def described(self) -> dict[str, dict]:
         """Each webhook path and what the OpenAPI document says the vendor sends there."""
-        return {path: webhook_docs.for_connection(getattr(webhook_docs, DOCS[self.kind])) for path in self.paths}
+        return {path: webhook_docs.for_connection(getattr(webhook_docs, DOCS[path])) for path in self.paths}
 
     # -- the inbox -----------------------------------------------------------------------------
     async def accept(self, delivery: Delivery) -> Work | None:
@@ -190,7 +191,11 @@ class LateSink:
         return await (await self._build()).deliver(text)
 
 
-DOCS = {"telegram": "TELEGRAM_UPDATE", "twilio_sms": "TWILIO_SMS", "whatsapp": "WHATSAPP"}  # in webhook_docs
+DOCS = {  # webhook path -> its operation in webhook_docs
+    "/channels/telegram/{connection_id}/webhook": "TELEGRAM_UPDATE",
+    "/channels/twilio/{connection_id}/sms": "TWILIO_SMS",
+    "/channels/whatsapp/{connection_id}": "WHATSAPP", "/channels/whatsapp/{connection_id}/status": "WHATSAPP_STATUS",
+}
 
 # kinds checked with the vendor on save, not routed per connection yet: kind -> class in channels.vendor_checks
 CHECK_ONLY = {"slack": "SlackCheck", "twilio_voice": "TwilioVoiceCheck"}

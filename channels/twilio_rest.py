@@ -117,11 +117,13 @@ class TwilioRest:
         if self._http is not None:
             await self._http.close()
 
-    async def send_sms(self, to: str, body: str, from_: str | None = None, idempotency_token: str | None = None) -> str:
+    async def send_sms(self, to: str, body: str, from_: str | None = None, idempotency_token: str | None = None,
+                       status_callback: str | None = None) -> str:
         sender = from_ or self.from_number
         token = _idempotency_token.set(idempotency_token)  # this task's context: no other send sees it
+        extra = {"status_callback": status_callback} if status_callback else {}
         try:
-            message = await self._rest().messages.create_async(to=to, from_=sender, body=body)
+            message = await self._rest().messages.create_async(to=to, from_=sender, body=body, **extra)
         except TwilioRestException as exc:
             detail = f"twilio Messages: HTTP {exc.status} {exc.code or ''} {exc.msg}".strip()
             if exc.status == 429:

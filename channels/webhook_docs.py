@@ -65,6 +65,12 @@ WHATSAPP = webhook_operation(
                Body=_STRING, NumMedia=_STRING, MediaUrl0=_STRING, MediaContentType0=_STRING, ProfileName=_STRING),
     headers=_TWILIO_SIGNATURE, answers=_TWIML,
 )
+WHATSAPP_STATUS = webhook_operation(
+    "Twilio status callback of a WhatsApp reply (a connection)",
+    body=_form(["MessageSid", "MessageStatus"], MessageSid=_STRING, MessageStatus=_STRING, ErrorCode=_STRING,
+               To=_STRING, From=_STRING),
+    headers=_TWILIO_SIGNATURE, answers=_TWIML,
+)
 _CONNECTION_ID = {"name": "connection_id", "in": "path", "required": True, "schema": {"type": "string"},
                   "description": "The connection's id (GET /api/connections); unknown or disabled: 404"}
 

@@ -54,6 +54,8 @@ CHANNEL = "whatsapp"
 CAPABILITIES = WHATSAPP
 OUTSIDE_WINDOW = "63016"  # Twilio: a free-form WhatsApp message outside the 24-hour window
 MEDIA_REPLY = "I can read text messages only: please type your question."
+SENT_TTL_S = 3 * 24 * 3600  # how long a reply's status callback can still be matched to its turn
+FAILED = frozenset({"failed", "undelivered"})
 
 
 class WhatsAppWebhook(BaseModel):
@@ -91,27 +93,37 @@ def _inbound(message: WhatsAppWebhook, text: str, media: list[tuple[str, str]]) 
     )
 
 
+def _refused_outside_window() -> str:
+    return (f"WhatsApp refused a free-form reply outside the 24-hour customer-service window "
+            f"(Twilio {OUTSIDE_WINDOW}): waiting for a template message")
+
+
 class WhatsAppSink:
     streaming = False
     channel = CHANNEL
 
     def __init__(self, rest: TwilioRest, to: str, sender: str, policy: RetryPolicy, context: ChannelContext,
-                 connection: Connection) -> None:
+                 connection: Connection, turn_id: str | None = None) -> None:
         self.rest, self.to, self.sender, self.policy = rest, to, sender, policy
         self.context, self.connection, self.connection_id = context, connection, connection.id
+        self.turn_id = turn_id  # the turn whose reply this is: a later refusal (status callback) is written there
+        self.status_url = connection.public(context.settings.public_url)["webhook_url"] + "/status"
 
     async def delta(self, text: str) -> None:  # pragma: no cover - not streaming
         raise NotImplementedError
 
     async def _send(self, part: str, idempotency_token: str | None = None) -> str:
         try:
-            return await redacting(self.rest.send_sms(self.to, part, self.sender, idempotency_token), self.connection)
+            sid = await redacting(self.rest.send_sms(self.to, part, self.sender, idempotency_token, self.status_url),
+                                  self.connection)
         except ChannelRejected as exc:
             if OUTSIDE_WINDOW in exc.message:
-                raise ChannelRejected(
-                    f"WhatsApp refused a free-form reply outside the 24-hour customer-service window "
-                    f"(Twilio {OUTSIDE_WINDOW}): waiting for a template message") from exc
+                raise ChannelRejected(_refused_outside_window()) from exc
             raise
+        if self.turn_id is not None:  # Twilio usually reports the refusal later, in the status callback
+            await self.context.store.redis.set(self.context.store.key("whatsapp", "sent", sid), self.turn_id,
+                                               ex=SENT_TTL_S)
+        return sid
 
     async def _noted(self, report: DeliveryReport) -> DeliveryReport:
         if not report.delivered and report.error and OUTSIDE_WINDOW in report.error and self.context.connections:
@@ -138,6 +150,9 @@ class WhatsAppConnections(TwilioAccountConnections):
 
     async def webhook(self, request: Request, connection: Connection) -> Response:
         form = await verified_form(request, self.context, CHANNEL, connection.secret("auth_token"))
+        if request.url.path.endswith("/status"):
+            await self._status(form, connection)
+            return twiml()
         try:
             message, _ = WhatsAppWebhook.read(form)
         except ValidationError as exc:
@@ -152,7 +167,10 @@ class WhatsAppConnections(TwilioAccountConnections):
         if message.body.strip():
             inbound = scoped(_inbound(message, message.body.strip(), media), connection)
             turn = await self.context.pipeline.accept(inbound, delivery_id=delivery.id)
-            return None if turn is None else TurnWork(turn, sink)
+            if turn is None:
+                return None
+            sink.turn_id = turn.trace.turn_id
+            return TurnWork(turn, sink)
         if not await self.context.store.claim_once("msg", CHANNEL, delivery.dedup_id):
             return None
         described = "\n".join(f"[{kind}] {url}" for kind, url in media) or "[an empty message]"
@@ -176,6 +194,30 @@ class WhatsAppConnections(TwilioAccountConnections):
             delivery="delivered" if report.delivered else "failed", delivery_error=report.error))
         if not report.delivered:
             raise ChannelDeliveryError(report.error or "whatsapp send failed")
+
+    async def _status(self, form: dict[str, str], connection: Connection) -> None:
+        """A reply Twilio or WhatsApp finally refused: its turn's trace and stored reply say why."""
+        if form.get("MessageStatus") not in FAILED:
+            return
+        code = form.get("ErrorCode", "")
+        error = (_refused_outside_window() if code == OUTSIDE_WINDOW
+                 else f"WhatsApp did not deliver the reply (Twilio {code})")
+        store = self.context.store
+        if self.context.connections is not None:
+            await self.context.connections.note_error(connection.id, error)
+            if code == OUTSIDE_WINDOW:
+                await self.context.connections.count_refusal(connection.id)
+        turn_id = await store.redis.get(store.key("whatsapp", "sent", form.get("MessageSid", "")))
+        trace = await store.get_trace(turn_id.decode()) if turn_id else None
+        if trace is None:
+            log.warning("whatsapp connection %s: a reply was refused (%s) but its turn is unknown", connection.id, code)
+            return
+        trace.delivery_error = error
+        await store.save_trace(trace)
+        message = await store.get_message(trace.agent_message_id) if trace.agent_message_id else None
+        if message is not None:
+            await store.update_message(Message.model_validate(
+                {**message.model_dump(), "delivery": "failed", "delivery_error": error}))
 
     def sink_for(self, delivery: Delivery, connection: Connection) -> WhatsAppSink:
         message, _ = _queued(delivery)

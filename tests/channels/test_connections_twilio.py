@@ -91,3 +91,29 @@ def test_refused_twilio_credentials_store_nothing(client, live, account, stored)
                                                          "sender": "whatsapp:+14155238886"}})
     assert answer.status_code == 422 and answer.json()["message"].startswith("credentials.auth_token: Twilio refused")
     assert stored.keys("connection*") == []
+
+
+def test_a_refusal_reported_later_by_twilio_marks_the_reply_and_its_trace(client, live, account, fake_twilio,
+                                                                         fake_openai, stored):
+    sender = "whatsapp:+14155238886"
+    wa = add(client, kind="whatsapp", name="WhatsApp", credentials={"account_sid": SID, "auth_token": TOKEN,
+                                                                   "sender": sender})
+    customer = "whatsapp:" + CUSTOMER
+    assert vendors.post_twilio(client, webhook_path(wa), _inbound("SM" + "f" * 32, customer, sender, "Hi"),
+                               token=TOKEN).status_code == 200
+    settle(live)
+    [sent] = fake_twilio.messages(customer)
+    assert sent["StatusCallback"] == wa["webhook_url"] + "/status"
+    [sid_key] = stored.keys("whatsapp:sent:*")
+    sid = sid_key.rsplit(":", 1)[1]
+    status = {"MessageSid": sid, "MessageStatus": "undelivered", "ErrorCode": "63016", "To": customer,
+              "From": sender, "AccountSid": SID, "ApiVersion": "2010-04-01"}
+    path = webhook_path(wa) + "/status"
+    assert vendors.post_twilio(client, path, status).status_code == 403  # not this account's signature
+    assert vendors.post_twilio(client, path, status, token=TOKEN).status_code == 200
+    question, reply = stored.messages(f"whatsapp:{CUSTOMER}@{wa['id']}")
+    assert reply.text == "echo: Hi" and reply.delivery.value == "failed"
+    assert "waiting for a template" in reply.delivery_error
+    [trace] = stored.traces(question)
+    assert "63016" in trace.delivery_error
+    assert client.get(f"/api/connections/{wa['id']}", headers=ADMIN).json()["status"]["waiting_for_template"] == 1
