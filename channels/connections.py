@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 # kind -> (the module with its ``build_connections(context)``, the inbox channel name, its webhook paths)
 CONNECTION_MODULES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "telegram": ("channels.telegram_connections", "telegram", ("/channels/telegram/{connection_id}/webhook",)),
+    "slack": ("channels.slack_connections", "slack", ("/channels/slack/{connection_id}/events",)),
     "twilio_sms": ("channels.twilio_connections", "twilio_sms", ("/channels/twilio/{connection_id}/sms",)),
     "whatsapp": ("channels.whatsapp", "whatsapp", ("/channels/whatsapp/{connection_id}",
                                                    "/channels/whatsapp/{connection_id}/status")),
@@ -194,11 +195,12 @@ class LateSink:
 DOCS = {  # webhook path -> its operation in webhook_docs
     "/channels/telegram/{connection_id}/webhook": "TELEGRAM_UPDATE",
     "/channels/twilio/{connection_id}/sms": "TWILIO_SMS",
+    "/channels/slack/{connection_id}/events": "SLACK_EVENTS",
     "/channels/whatsapp/{connection_id}": "WHATSAPP", "/channels/whatsapp/{connection_id}/status": "WHATSAPP_STATUS",
 }
 
 # kinds checked with the vendor on save, not routed per connection yet: kind -> class in channels.vendor_checks
-CHECK_ONLY = {"slack": "SlackCheck", "twilio_voice": "TwilioVoiceCheck"}
+CHECK_ONLY = {"twilio_voice": "TwilioVoiceCheck"}
 
 
 class CheckOnly:

@@ -1,8 +1,6 @@
-"""Connection kinds whose credentials are checked with the vendor on save but whose webhooks are not
-routed per connection yet: Slack (``auth.test``) and Twilio voice (the account).
-
-Their connections are stored, verified and listed like the others; their traffic still goes to the
-environment-configured Slack app and Twilio number (docs/guides/connections.md says so).
+"""Vendor checks without a webhook side: Slack's ``auth.test`` (used by the Slack connections) and
+Twilio voice (the account), a kind whose calls are not routed per connection yet: its connections
+are stored, verified and listed, its calls still go to the environment-configured number.
 """
 
 from __future__ import annotations

@@ -120,20 +120,36 @@ def test_a_connection_added_on_one_gateway_is_answered_by_a_second_within_2_s(cl
         stop_workers(second)
 
 
-def test_slack_and_voice_connections_are_checked_with_the_vendor(client, live, fake_slack, fake_twilio, stored):
-    from tests.fakes import slack_api, twilio_api
+def test_a_slack_app_added_as_a_connection_answers_with_its_own_signing_secret(client, live, fake_slack,
+                                                                               fake_openai, stored):
+    from tests.fakes import slack_api
 
+    secret = "c0ffee" * 6
     slack = add(client, kind="slack", name="Workspace", credentials={"bot_token": slack_api.TOKEN,
-                                                                     "signing_secret": "s" * 32})
+                                                                     "signing_secret": secret})
     assert slack["status"]["account"] == "switchboard in Test" and slack["enabled"]
-    assert slack["webhook_url"].endswith(f"/channels/slack/{slack['id']}/events")
+    path = f"/channels/slack/{slack['id']}/events"
+    assert slack["webhook_url"].endswith(path)
+    envelope = vendors.slack_envelope(vendors.slack_event("<@U0BOT0001> do you rent tandems?"))
+    assert vendors.post_slack(client, envelope, path=path).status_code == 401  # the environment app's secret
+    assert vendors.post_slack(client, envelope, secret=secret, path=path).status_code == 200
+    settle(live)
+    assert fake_slack.sent_texts() == ["echo: do you rent tandems?"]
+    stored_messages = stored.messages(f"slack:{slack_api.TEAM_ID}/U0ADA0001@{slack['id']}")
+    assert [m.text for m in stored_messages] == ["do you rent tandems?", "echo: do you rent tandems?"]
     refused = client.post("/api/connections", headers=ADMIN, json={
         "kind": "slack", "name": "x", "credentials": {"bot_token": "xoxb-wrong", "signing_secret": "s" * 32}})
     assert refused.status_code == 422 and "Slack refused the token (invalid_auth)" in refused.json()["message"]
+
+
+def test_voice_connections_are_checked_with_twilio(client, live, fake_twilio, stored):
+    from tests.fakes import twilio_api
+
     voice = add(client, kind="twilio_voice", name="Phone", credentials={
         "account_sid": twilio_api.ACCOUNT_SID, "auth_token": twilio_api.AUTH_TOKEN, "phone_number": "+15550002222"})
     assert voice["status"]["verified_at"] and voice["status"]["account"].startswith("Account ")
-    assert len([k for k in stored.keys("connection:*") if k.count(":") == 3]) == 2
+    assert [k for k in stored.keys("connection:*") if k.count(":") == 3] == [stored.services.store.key(
+        "connection", voice["id"])]
 
 
 def test_a_removed_key_makes_its_connections_unusable_not_a_500(client, live, fake_telegram, channel_settings):
