@@ -22,7 +22,7 @@ NAV = (
     ("Live data", "/admin/live"),
     ("Inbox", "/admin/inbox"),
 )
-ADMIN_NAV = (("Operators", "/admin/operators"),)
+ADMIN_NAV = (("Operators", "/admin/operators"), ("Channels", "/admin/channels"))
 
 
 def page(

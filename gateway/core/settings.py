@@ -548,6 +548,25 @@ class Settings(BaseSettings):
     semantic_cache_max_entry_bytes: int = Field(default=256 * 1024, ge=1024, description=(
         "The largest semantic-cache entry (serialized bytes) that is stored; a larger answer is not cached."))
 
+    # conn (issue 28): channel connections
+    secret_key: SecretStr | None = Field(None, description=(
+        "Fernet keys that encrypt channel connections' credentials at rest, comma-separated, newest first "
+        "(the first encrypts, all decrypt: put a new key in front to rotate); unset: connections with "
+        "credentials cannot be added"))
+
+    @field_validator("secret_key")
+    @classmethod
+    def _fernet_keys(cls, value: SecretStr | None) -> SecretStr | None:
+        from cryptography.fernet import Fernet  # only this setting needs it
+
+        for key in filter(None, (k.strip() for k in (value.get_secret_value() if value else "").split(","))):
+            try:
+                Fernet(key)
+            except ValueError:
+                raise ValueError("each key must be a Fernet key (32 url-safe base64 bytes), e.g. from "
+                                 "cryptography.fernet.Fernet.generate_key()") from None
+        return value
+
     def secret_values(self) -> list[str]:
         """Every configured secret (tokens, keys, passwords, signing secrets), for log redaction."""
         found: list[str] = []
