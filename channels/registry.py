@@ -37,6 +37,10 @@ CHANNELS: dict[str, ChannelEntry] = {
     "twilio_voice": ChannelEntry(
         "channels.twilio_voice", lambda s: bool(s.twilio_account_sid and s.twilio_auth_token)
     ),
+    "twilio_relay": ChannelEntry(
+        "channels.twilio_relay",
+        lambda s: s.twilio_voice_mode == "relay" and bool(s.twilio_account_sid and s.twilio_auth_token),
+    ),
 }
 
 

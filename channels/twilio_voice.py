@@ -17,11 +17,12 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request, Response
 from pydantic import ValidationError
-from twilio.twiml.voice_response import Gather, VoiceResponse
+from twilio.twiml.voice_response import Connect, ConversationRelay, Gather, VoiceResponse
 
 from channels import webhook_docs
 from channels.delivery import turn_runner
 from channels.render import render
+from channels.twilio_relay import relay_url
 from channels.twilio_rest import CallWebhook, twilio_configured, verified_form
 from gateway.channel import (
     BadRequest,
@@ -40,6 +41,7 @@ CHANNEL = "twilio_voice"
 VOICE_PATH = "/channels/twilio/voice"
 TURN_PATH = VOICE_PATH + "/turn"
 STATUS_PATH = VOICE_PATH + "/status"
+RELAY_ENDED_PATH = VOICE_PATH + "/relay-ended"
 # what the OpenAPI document says this vendor sends here (the routes read raw bodies)
 WEBHOOKS = {VOICE_PATH: webhook_docs.TWILIO_CALL, TURN_PATH: webhook_docs.TWILIO_SPEECH,
             STATUS_PATH: webhook_docs.TWILIO_STATUS}
@@ -113,7 +115,38 @@ class TwilioVoiceAdapter:
     async def incoming(self, request: Request) -> Response:
         call = await self._call(request)
         log.info("incoming call %s", call.call_sid)
+        if self.settings.twilio_voice_mode == "relay":
+            return self._relay(VoiceResponse(), call, self.settings.voice_greeting)
         return self._listen(VoiceResponse(), self.settings.voice_greeting, 1)
+
+    def _relay(self, response: VoiceResponse, call: CallWebhook, greeting: str) -> Response:
+        """Hand the call to ConversationRelay: Twilio does speech both ways, our socket writes the replies."""
+        connect = Connect(action=self._url(RELAY_ENDED_PATH), method="POST")
+        options = {"voice": self.settings.twilio_relay_voice} if self.settings.twilio_relay_voice else {}
+        relay = ConversationRelay(url=relay_url(self.settings.public_url), welcome_greeting=greeting,
+                                  language=self.settings.voice_language, interruptible="any", **options)
+        relay.parameter(name="caller", value=call.from_)
+        connect.append(relay)
+        response.append(connect)
+        return self._twiml(response)
+
+    async def relay_ended(self, request: Request) -> Response:
+        """The relay session ended: with handoff data, to a person (or, with no number, back to the agent)."""
+        form = await verified_form(request, self.context, CHANNEL)
+        try:
+            call = CallWebhook.model_validate(form)
+        except ValidationError as exc:
+            raise BadRequest("not a Twilio voice webhook (CallSid, From, To expected)") from exc
+        response = VoiceResponse()
+        if not form.get("HandoffData"):
+            response.hangup()
+            return self._twiml(response)
+        number = self.settings.twilio_handoff_number
+        if number:
+            log.info("call %s: handed off to %s", call.call_sid, number)
+            response.dial(number)
+            return self._twiml(response)
+        return self._relay(response, call, self.settings.voice_unavailable)
 
     async def turn(self, request: Request, n: int = 1, quiet: int = 0, wait: int = 0) -> Response:
         call = await self._call(request)
@@ -188,6 +221,7 @@ class TwilioVoiceAdapter:
         router.add_api_route(VOICE_PATH, self.incoming, methods=["POST"], include_in_schema=False)
         router.add_api_route(TURN_PATH, self.turn, methods=["POST"], include_in_schema=False)
         router.add_api_route(STATUS_PATH, self.status, methods=["POST"], include_in_schema=False)
+        router.add_api_route(RELAY_ENDED_PATH, self.relay_ended, methods=["POST"], include_in_schema=False)
         return router
 
 

@@ -554,6 +554,18 @@ class Settings(BaseSettings):
         "(the first encrypts, all decrypt: put a new key in front to rotate); unset: connections with "
         "credentials cannot be added"))
 
+    # voice relay (issue 29)
+    twilio_voice_mode: Literal["relay", "gather"] = Field("relay", description=(
+        "How phone calls talk: `relay` (Twilio ConversationRelay: Twilio does speech on its side and the reply "
+        "is spoken while the model still writes, the caller can interrupt) or `gather` (one <Gather> per turn, "
+        "the whole reply read at once)."))
+    twilio_relay_voice: str | None = Field(None, description=(
+        "The ConversationRelay text-to-speech voice (e.g. `en-US-Journey-O`); unset: Twilio's default for the "
+        "language."))
+    twilio_handoff_number: str | None = Field(None, description=(
+        "The number a relay call is transferred to (<Dial>) when the caller asks for a person; unset: the agent "
+        "says no one is available and the call goes on."))
+
     @field_validator("secret_key")
     @classmethod
     def _fernet_keys(cls, value: SecretStr | None) -> SecretStr | None:

@@ -7,6 +7,7 @@ message, take the conversation's turn ticket); ``run`` does the rest and may hap
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -500,7 +501,10 @@ class TurnPipeline:
         )
         try:
             async with asyncio.timeout_at(deadline):
-                return await self.responder.reply(request)
+                interrupted = getattr(sink, "interrupted", None)
+                if interrupted is None:
+                    return await self.responder.reply(request)
+                return await self._interruptible(request, interrupted, sink)
         except LLMError as exc:
             kind, problem = type(exc.__cause__ or exc).__name__, exc.message
         except TimeoutError:
@@ -513,6 +517,22 @@ class TurnPipeline:
         log.warning("LLM failed for turn %s: %s", turn.trace.turn_id, problem)
         _note(turn, problem)
         return Reply(text=self.settings.llm_fallback_message, responder="fallback")
+
+    async def _interruptible(self, request: ReplyRequest, interrupted: asyncio.Event, sink) -> Reply:
+        """A reply the listener can cut off (a caller barging in): the model's stream is cancelled at once
+        and the reply is what was heard (``sink.heard``), so memory matches the call."""
+        replying = asyncio.ensure_future(self.responder.reply(request))
+        waiting = asyncio.ensure_future(interrupted.wait())
+        try:
+            await asyncio.wait({replying, waiting}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiting.cancel()
+        if replying.done():
+            return replying.result()
+        replying.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await replying
+        return Reply(text=sink.heard, responder="interrupted")
 
     async def _deliver(self, sink: ReplySink, text: str, key: str) -> DeliveryReport:
         try:

@@ -84,6 +84,7 @@ def channel_settings(settings, fake_telegram, fake_slack, fake_twilio, channel_o
         "channel_retry_max_s": 2.0,
         "channel_send_tries": 3,
         "voice_reply_deadline_s": 3.0,
+        "twilio_voice_mode": "gather",  # the relay's tests (test_twilio_relay.py) ask for it
     }
     update.update(channel_overrides)
     return settings.model_copy(update=update)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -76,7 +77,11 @@ def wheelhouse() -> Path:
 @pytest.fixture(scope="module")
 def runtime_venv(wheelhouse, tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("install")
-    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(ROOT),
+    # Built from a copy: setuptools builds in the source tree's build/, which another run may be using.
+    source = work / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".venv", ".git", "data", "build", "site", "*.egg-info", "__pycache__", "tests", "bench", "docs"))
+    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(source),
           "-w", str(work / "dist")], env=_clean_env())
     (wheel,) = (work / "dist").glob("switchboard_gateway-*.whl")
     venv = work / "venv"

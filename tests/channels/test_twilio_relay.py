@@ -1,0 +1,144 @@
+"""Phone calls over Twilio ConversationRelay: a signed WebSocket, replies streamed as spoken tokens while
+the model writes, barge-in that stores only what the caller heard, and a transfer to a person."""
+
+from __future__ import annotations
+
+import json
+import time
+from urllib.parse import urlparse
+
+import httpx
+import pytest
+from twilio.request_validator import RequestValidator
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
+
+from channels.twilio_relay import relay_url
+from gateway.core.models import Role
+from tests.channels import vendors
+from tests.fakes import twilio_api
+
+ADMIN = {"Authorization": "Bearer admin-secret"}
+HANDOFF_NUMBER = "+15550001111"
+CALL_SID = "CA" + "1" * 32
+TOUR = {"source": "guided-tours", "title": "Guided tours", "facts": ["coastal tour Saturdays 10:30, 40 euros"],
+        "summary": "Our guided coastal tour leaves every Saturday at 10:30 and costs 40 euros."}
+REPLY = ("Yes! Our **guided coastal tour** leaves every Saturday at 10:30 [1]. It takes about three hours, "
+         "covers easy flat paths and costs 40 euros with the bike and the guide included.")
+
+
+@pytest.fixture
+def channel_overrides() -> dict:
+    # hybrid retrieval: no selection call takes the scripted replies (the fake model answers in order)
+    return {"twilio_voice_mode": "relay", "twilio_handoff_number": HANDOFF_NUMBER, "retrieval_strategy": "hybrid"}
+
+
+def _socket(live, signed: bool = True):
+    url = relay_url(vendors.PUBLIC_URL)
+    headers = {"X-Twilio-Signature": RequestValidator(twilio_api.AUTH_TOKEN).compute_signature(url, {})}
+    local = f"ws://{urlparse(live.url).netloc}{urlparse(url).path}"
+    return connect(local, additional_headers=headers if signed else {}, open_timeout=10)
+
+
+def _setup(ws) -> None:
+    ws.send(json.dumps({"type": "setup", "sessionId": "VX1", "callSid": CALL_SID, "from": vendors.CALLER,
+                        "to": twilio_api.FROM_NUMBER, "direction": "inbound", "customParameters": {}}))
+
+
+def _prompt(ws, text: str) -> None:
+    ws.send(json.dumps({"type": "prompt", "voicePrompt": text, "lang": "en-US", "last": True}))
+
+
+def _tokens(ws, until_last: bool = True, timeout: float = 15) -> list[tuple[float, dict]]:
+    got = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            message = json.loads(ws.recv(timeout=max(0.01, deadline - time.monotonic())))
+        except TimeoutError:
+            break
+        got.append((time.monotonic(), message))
+        if message.get("type") == "end" or (until_last and message.get("last")):
+            break
+    return got
+
+
+def test_the_voice_webhook_connects_the_call_to_the_relay(client):
+    answer = vendors.post_twilio(client, "/channels/twilio/voice", vendors.call_params(CALL_SID))
+    assert answer.status_code == 200
+    assert '<Connect action="https://bot.example.com/channels/twilio/voice/relay-ended" method="POST">' in answer.text
+    assert 'url="wss://bot.example.com/channels/twilio/relay"' in answer.text and 'interruptible="any"' in answer.text
+    assert f'<Parameter name="caller" value="{vendors.CALLER}" />' in answer.text
+
+
+def test_an_unsigned_or_wrongly_signed_upgrade_is_refused(live, fake_openai):
+    with pytest.raises(InvalidStatus):
+        with _socket(live, signed=False):
+            pass
+    url = relay_url(vendors.PUBLIC_URL)
+    forged = RequestValidator("not-the-token").compute_signature(url, {})
+    with pytest.raises(InvalidStatus):
+        connect(f"ws://{urlparse(live.url).netloc}/channels/twilio/relay",
+                additional_headers={"X-Twilio-Signature": forged}, open_timeout=10)
+    assert fake_openai.chat_requests() == []
+
+
+def test_tokens_stream_while_the_model_writes_and_carry_the_knowledge(live, client, fake_openai, stored):
+    assert client.post("/api/kb/topics", json=TOUR, headers=ADMIN).status_code == 201
+    fake_openai.chunk_chars, fake_openai.chunk_delay_s = 8, 0.03
+    fake_openai.script_reply(REPLY)
+    with _socket(live) as ws:
+        _setup(ws)
+        ws.send("not json")  # logged and ignored, never fatal
+        ws.send(json.dumps({"type": "wat"}))
+        _prompt(ws, "Do you offer guided tours?")
+        got = _tokens(ws)
+    texts = [m for _, m in got if m["type"] == "text"]
+    assert len(texts) > 5 and texts[-1]["last"] is True and not any(m["last"] for m in texts[:-1])
+    streaming_s = len(REPLY) / 8 * 0.03
+    assert got[-1][0] - got[0][0] > streaming_s / 2, "the first token came only after the model finished"
+    spoken = "".join(m["token"] for m in texts)
+    assert "guided coastal tour" in spoken and "**" not in spoken and "[1]" not in spoken
+    assert all(not m["token"] or m["token"][-1].isspace() for m in texts[:-1])  # whole words only
+    prompt = json.dumps(fake_openai.chat_requests()[-1]["body"]["messages"])
+    assert "leaves every Saturday at 10:30" in prompt  # the knowledge base's answer reached the model
+    agent = [m for m in stored.messages(f"phone:{vendors.CALLER}") if m.role == Role.AGENT]
+    assert agent and "guided coastal tour" in agent[-1].text
+
+
+def test_an_interrupt_stops_the_tokens_and_stores_what_was_heard(live, fake_openai, stored):
+    fake_openai.chunk_chars, fake_openai.chunk_delay_s = 6, 0.05
+    fake_openai.script_reply(REPLY)
+    fake_openai.script_reply("Sure, the shop is at the harbour.")
+    with _socket(live) as ws:
+        _setup(ws)
+        _prompt(ws, "Tell me about your tours")
+        first = []
+        while len(first) < 3:
+            first.append(json.loads(ws.recv(timeout=10)))
+        heard = "".join(m["token"] for m in first)
+        ws.send(json.dumps({"type": "interrupt", "utteranceUntilInterrupt": heard, "durationUntilInterruptMs": 900}))
+        cut_at = time.monotonic()
+        late = _tokens(ws, until_last=False, timeout=0.6)
+        assert [m for t, m in late if t - cut_at > 0.2] == []  # nothing more after 200 ms
+        _prompt(ws, "Where is the shop?")
+        after = _tokens(ws)
+    assert "".join(m["token"] for _, m in after if m["type"] == "text").strip() == "Sure, the shop is at the harbour."
+    agent = [m.text for m in stored.messages(f"phone:{vendors.CALLER}") if m.role == Role.AGENT]
+    assert agent[-2] == heard and agent[-1] == "Sure, the shop is at the harbour."
+
+
+def test_asking_for_a_person_ends_the_relay_and_dials_the_number(live, client, fake_openai, stored):
+    with _socket(live) as ws:
+        _setup(ws)
+        _prompt(ws, "Can I talk to a person?")
+        got = _tokens(ws, until_last=False, timeout=10)
+    assert got[-1][1]["type"] == "end" and json.loads(got[-1][1]["handoffData"])["reasonCode"] == "live-agent-handoff"
+    assert fake_openai.chat_requests() == []  # the handoff phrase needs no model
+    ended = vendors.post_twilio(client, "/channels/twilio/voice/relay-ended",
+                                {**vendors.call_params(CALL_SID), "HandoffData": got[-1][1]["handoffData"]})
+    assert f"<Dial>{HANDOFF_NUMBER}</Dial>" in ended.text
+    conversation = stored.messages(f"phone:{vendors.CALLER}")[-1].conversation_id
+    shown = httpx.get(f"{live.url}/api/conversations/{conversation}", headers=ADMIN, timeout=10).json()
+    assert shown["handoff"]["status"] == "waiting" and "person" in shown["handoff"]["reason"]
+    assert [m["text"] for m in shown["messages"]][0] == "Can I talk to a person?"
