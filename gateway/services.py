@@ -407,6 +407,7 @@ def _appends(
     policy = OutboundPolicy.parse(settings.outbound_allow_hosts, resolver)
     limits = FetchLimits(
         timeout_s=settings.outbound_timeout_s, max_bytes=int(settings.crawl_max_page_mb * 1024 * 1024),
+        max_ratio=settings.outbound_max_compression_ratio,
         retries=settings.outbound_retries,
     )
     clients: list[GuardedClient] = []  # made on the first crawl: an HTTP client's TLS setup costs ~40 ms

@@ -69,7 +69,7 @@ def _reranker_transport(settings: Settings) -> GuardedTransport:
     """The reranker's way out: its configured host is the operator's own infrastructure (allowed, as the
     LLM base URL is), every other address is judged by the outbound policy, and its answer is capped."""
     policy = OutboundPolicy.parse(settings.outbound_allow_hosts).allowing(settings.reranker_base_url)
-    return GuardedTransport(policy, max_bytes=_RERANK_MAX_BYTES)
+    return GuardedTransport(policy, max_bytes=_RERANK_MAX_BYTES, max_ratio=settings.outbound_max_compression_ratio)
 
 
 class Knowledge:
