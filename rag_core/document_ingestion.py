@@ -40,6 +40,7 @@ from rag_core.topic import RAG_CONTEXT_LABEL, Topic
 # Bump when the way chunks become topics changes, so every document is re-shaped on its next ingest.
 TOPIC_SHAPE = 1
 MAX_TITLE_CHARS = 1000
+STOPPED = "stopped before it finished (the request was cancelled or the gateway was stopping); upload it again"
 LockFactory = Callable[[str], AbstractAsyncContextManager[None]]
 
 
@@ -186,6 +187,10 @@ class DocumentIngestor:
             except ExtractionFailed as exc:
                 failed = record.model_copy(update={"status": "failed", "error": exc.reason})
                 return IngestOutcome(document=await self.documents.put(failed))
+            except asyncio.CancelledError:  # the client left or the process is stopping: say so, then stop
+                stopped = record.model_copy(update={"status": "failed", "error": STOPPED})
+                await asyncio.shield(self.documents.put(stopped))
+                raise
             try:
                 before = set(await kb.sources_with_label(document_label(doc_id)))
                 report = await kb.upsert_many(topics, reuse_label=document_label(doc_id))
