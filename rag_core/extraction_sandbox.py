@@ -15,6 +15,7 @@ import os
 import resource
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 
 from rag_core.chunking import MAX_CHUNK_CHARS, Chunk, ChunkingOptions, chunk_document
 from rag_core.errors import ExtractionFailed
@@ -108,8 +109,11 @@ class ExtractionSandbox:
         context = _context()
         receiver, sender = context.Pipe(duplex=False)
         process = context.Process(target=_child, args=(sender, job), daemon=True, name="switchboard-extract")
+        # Started in a thread (the document is written to the child through a pipe), and waited for even
+        # when the caller is cancelled meanwhile: a process that starts after its caller left is never killed.
+        starting = asyncio.ensure_future(asyncio.to_thread(process.start))
         try:
-            await asyncio.to_thread(process.start)
+            await asyncio.shield(starting)
             sender.close()
             async with asyncio.timeout(self.budget.timeout_s):
                 outcome = await asyncio.to_thread(_receive, receiver)
@@ -118,9 +122,7 @@ class ExtractionSandbox:
                 f"reading the document took longer than {self.budget.timeout_s:g} s "
                 "(SWITCHBOARD_EXTRACT_TIMEOUT_S); it was stopped") from None
         finally:
-            if process.is_alive():
-                process.kill()  # the receiving thread then sees the pipe close and ends
-            await asyncio.to_thread(process.join, 5)
+            await _stop(process, starting, sender, receiver)
         if outcome is None:
             raise ExtractionFailed(_died(process.exitcode, self.budget))
         kind, value = outcome
@@ -129,6 +131,21 @@ class ExtractionSandbox:
             raise ExtractionFailed(value)
         assert isinstance(value, Prepared)
         return value
+
+
+async def _stop(process: BaseProcess, starting: asyncio.Future[None], sender: Connection,
+                receiver: Connection) -> None:
+    """Kill the child if it still runs (the receiving thread then sees the pipe close and ends)."""
+    try:
+        await asyncio.shield(starting)
+    except Exception:  # it never started: nothing to stop, nobody reads the pipe
+        receiver.close()
+        return
+    finally:
+        sender.close()  # the child has its copy
+    if process.is_alive():
+        process.kill()
+    await asyncio.shield(asyncio.to_thread(process.join, 5))
 
 
 def _receive(conn: Connection) -> tuple[str, object] | None:

@@ -4,6 +4,7 @@ over its time budget is stopped (its process is gone), and no chunk outgrows the
 from __future__ import annotations
 
 import io
+import socket
 import time
 import zipfile
 
@@ -93,3 +94,28 @@ def test_a_document_over_its_time_budget_is_stopped_and_recorded(tight_gateway):
     while _extractors() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _extractors() == []  # the work stopped with its process, nothing left running
+
+
+def _multipart(name: str, data: bytes) -> tuple[bytes, str]:
+    boundary = "switchboardtestboundary"
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\n"
+            "Content-Type: application/octet-stream\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
+    return body, f"multipart/form-data; boundary={boundary}"
+
+
+def test_a_client_that_leaves_stops_the_extraction(gateway):
+    rows = "name,price,note\n" + "".join(f"item{i},{i},a note on item {i}\n" for i in range(300_000))
+    body, content_type = _multipart("catalogue.csv", rows.encode())  # ~15 MB: seconds of work
+    head = (f"POST /api/kb/documents/preview HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer admin-secret\r\n"
+            f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+    with socket.create_connection(("127.0.0.1", gateway.port)) as client:
+        client.sendall(head + body)
+        deadline = time.monotonic() + 10
+        while not _extractors() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert _extractors(), "the extraction did not start in a child process"
+    left = time.monotonic()  # the client has gone
+    while _extractors() and time.monotonic() - left < 5:
+        time.sleep(0.02)
+    assert _extractors() == []
+    assert time.monotonic() - left < 1.5  # stopped when the client left, not when the work would have ended
