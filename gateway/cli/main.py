@@ -25,7 +25,8 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         check_redis(settings.redis_url, settings.redis_connect_timeout_s)
     app = create_app(settings)
     # proxy_headers off: the client address comes from SWITCHBOARD_TRUSTED_PROXIES alone (gateway.core.client_address)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False, proxy_headers=False)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False, proxy_headers=False,
+                timeout_graceful_shutdown=int(max(1, settings.shutdown_grace_s)))
     return 0
 
 

@@ -284,6 +284,10 @@ class Settings(BaseSettings):
     extract_max_memory_mb: int = Field(default=1024, ge=128, description=(
         "Address-space limit of the child process that extracts one document; a document needing more "
         "fails with that reason instead of growing the gateway."))
+    shutdown_grace_s: float = Field(default=20.0, gt=0, description=(
+        "On SIGTERM, how long `switchboard serve` waits for requests in flight (an upload being "
+        "extracted, a turn) before it cancels them; a cancelled upload kills its extraction and records "
+        "the document as stopped."))
 
     def secret_values(self) -> list[str]:
         """Every configured secret (tokens, keys, passwords, signing secrets), for log redaction."""
