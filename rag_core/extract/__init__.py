@@ -81,7 +81,7 @@ def extract(
     stem = PurePath(filename.rstrip("/")).stem or filename
     try:
         return reader(data, stem, row_template)
-    except ExtractionFailed:
+    except (ExtractionFailed, MemoryError):  # a memory budget's refusal is the caller's to name
         raise
     except RecursionError:
         raise ExtractionFailed(f"the {fmt} file is nested too deeply to read") from None

@@ -119,3 +119,17 @@ def test_a_client_that_leaves_stops_the_extraction(gateway):
         time.sleep(0.02)
     assert _extractors() == []
     assert time.monotonic() - left < 1.5  # stopped when the client left, not when the work would have ended
+
+
+@pytest.fixture
+def small_gateway(settings):
+    with LiveServer(create_app(settings.model_copy(update={"extract_max_memory_mb": 128}))) as server:
+        yield server
+
+
+def test_a_document_over_its_memory_budget_fails_with_the_reason(small_gateway):
+    doc = _upload(small_gateway, "huge.txt", b"Some words about bikes. " * 2_000_000)  # 48 MB of text
+    assert doc["status"] == "failed"
+    assert doc["error"] == ("the document needs more than 128 MB to read (SWITCHBOARD_EXTRACT_MAX_MEMORY_MB); "
+                            "it was stopped")
+    assert psutil.Process().memory_info().rss < 2 * 1024**3  # the gateway did not grow to hold it
