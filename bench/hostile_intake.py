@@ -219,7 +219,7 @@ def inject_scenario(client: httpx.Client, bombs: BombServer, give_up_s: float) -
     status = ATTR.format("private", "status")
     for name, value in ((ATTR.format("setting", "url"), f"http://127.0.0.1:{bombs.server_port}/data"),
                         (ATTR.format("private", "payload"), '{"q": 1}'),
-                        (ATTR.format("setting", "update_period"), "1h"),
+                        (ATTR.format("setting", "update_period"), "2s"),
                         (ATTR.format("setting", "is_enabled"), True)):
         client.put(f"/api/attributes/{name}", json={"value": value}).raise_for_status()
     initial = client.get(f"/api/attributes/{status}").json().get("value")

@@ -30,7 +30,7 @@ MAIN_KB = "main"
 DENSE_VECTOR = "dense"
 POOL_COUNT_TTL_S = 5.0  # another process's first topic is seen within this long (server mode)
 SPARSE_VECTOR = "bm25"
-UPSERT_BATCH = 64  # topics embedded and written per call
+UPSERT_BATCH = 32  # topics embedded and written per call
 _T = TypeVar("_T")
 
 
@@ -214,9 +214,13 @@ class KnowledgeBase:
         embedded = sum(1 for t in to_embed if t.in_rag_pool and t.content_hash(signature) not in donors)
         # In batches: each embeds, encodes and holds the local-mode client's lock only briefly, so a
         # turn's search is never queued behind a 10,000-chunk document.
+        # A bulk write then leaves the client free for as long as it held it: searches get half of it.
         for start in range(0, len(to_embed), UPSERT_BATCH):
             points = await self._points(to_embed[start:start + UPSERT_BATCH], donors)
+            began = time.perf_counter()
             await self._run(self._client.upsert, self.collection_name, points=points)
+            if len(to_embed) > UPSERT_BATCH:
+                await asyncio.sleep(time.perf_counter() - began)
         for topic in payload_only:
             await self._run(
                 self._client.overwrite_payload,
