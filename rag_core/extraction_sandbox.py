@@ -32,7 +32,6 @@ class ExtractBudget:
     max_chunk_chars: int = MAX_CHUNK_CHARS
     zip_limits: ZipLimits = field(default_factory=ZipLimits)
     concurrency: int = 2
-    isolated: bool = True  # False: in a thread of this process (tests of the parsers, the CLI's dry runs)
 
 
 @dataclass(frozen=True)
@@ -98,8 +97,6 @@ class ExtractionSandbox:
     ) -> Prepared:
         """The document and its chunks; ``ExtractionFailed`` with the reason, a budget's included."""
         job = _Job(data, name, fmt, row_template, options, self.budget)
-        if not self.budget.isolated:
-            return await asyncio.to_thread(_prepare, job)
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.budget.concurrency)
         async with self._slots:
