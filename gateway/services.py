@@ -6,6 +6,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
 import redis as redis_sync
 from redis.asyncio import BlockingConnectionPool, Redis
@@ -83,6 +84,7 @@ log = logging.getLogger(__name__)
 
 Hook = Callable[[], Awaitable[None]]
 REDIS_WARM_CONNECTIONS = 32
+INTERRUPTED_AFTER_S = 900.0  # a document lock's lease: past it, a silent ingest's holder is taken for gone
 IDLE_SWEEP_TIMER = "end_idle"
 HANDOFF_RETURN_TIMER = "handoff_return"
 WEBSITE_REFRESH_TIMER = "website_refresh"
@@ -389,12 +391,31 @@ class Services:
         if self.knowledge is not None:
             await asyncio.to_thread(self.knowledge.open)
         await self._open_redis_connections(REDIS_WARM_CONNECTIONS)
+        await self._fail_interrupted()  # before this process's worker takes a job
         if self.worker is not None:
             self.worker.start()
         for hook in self.on_start:
             await hook()
         if self.consumer is not None and self.inbox_handlers:
             await self.consumer.start()
+
+    async def _fail_interrupted(self) -> None:
+        """Ingestion a stopped process left half done fails with a reason instead of staying
+        ``processing`` / ``running`` forever. Alone on its local-mode Qdrant (embedded Redis), this
+        process knows every such record is its own leftover; otherwise only records without progress
+        for longer than a document lock's lease count."""
+        stale_before = datetime.now(UTC) - timedelta(seconds=INTERRUPTED_AFTER_S)
+        try:
+            documents = [] if self.knowledge is None else await self.knowledge.documents.fail_interrupted(
+                None if self.settings.qdrant_url is None else stale_before)
+            jobs = [] if self.ingest_jobs is None else await self.ingest_jobs.fail_interrupted(
+                None if self.settings.embedded else stale_before)
+        except Exception:  # starting must not fail on it; the next start tries again
+            log.exception("could not mark interrupted ingestion as failed")
+            return
+        if documents or jobs:
+            log.warning("marked %d document(s) and %d ingestion job(s) left by a stopped process as failed",
+                        len(documents), len(jobs))
 
     async def _open_redis_connections(self, count: int) -> None:
         """Open pool connections now: a burst of webhooks would otherwise wait on dozens of connects."""
@@ -431,6 +452,7 @@ def _appends(
     policy = OutboundPolicy.parse(settings.outbound_allow_hosts, resolver)
     limits = FetchLimits(
         timeout_s=settings.outbound_timeout_s, max_bytes=int(settings.crawl_max_page_mb * 1024 * 1024),
+        max_ratio=settings.outbound_max_compression_ratio,
         retries=settings.outbound_retries,
     )
     clients: list[GuardedClient] = []  # made on the first crawl: an HTTP client's TLS setup costs ~40 ms

@@ -3,7 +3,11 @@
 Chunks never cross a heading: each section (the blocks under one heading) is chunked on its own,
 so editing one section changes only that section's chunks and an incremental re-ingest embeds
 only those. Code blocks and table rows are never split inside; an oversized table is split
-between rows with its header repeated. Records (a CSV row, a JSON object) are one chunk each."""
+between rows with its header repeated. Records (a CSV row, a JSON object) are one chunk each.
+
+Whatever the strategy, no chunk is longer than ``chunk_tokens`` nor ``max_chars``: a piece that could
+not be split where the strategy splits (one unbroken 1,000,000-character token) is cut at the last
+blank before the cap, or at the cap itself."""
 
 from __future__ import annotations
 
@@ -20,6 +24,8 @@ from rag_core.tokens import estimate_tokens
 ChunkStrategy = Literal["recursive", "paragraph", "sentence", "fixed"]
 _SENTENCE_END = re.compile(r"(?<=[.!?:;])\s+(?=[\"'(\[A-Z0-9])")
 _TINY_TOKENS = 20
+MAX_CHUNK_CHARS = 4000  # SWITCHBOARD_CHUNK_MAX_CHARS
+_BLANK = re.compile(r"\s")
 
 
 class ChunkingOptions(BaseModel):
@@ -202,15 +208,36 @@ def _section_pieces(section: _Section, options: ChunkingOptions) -> list[str]:
     return _with_overlap(_pack(units, limit), options.overlap_tokens)
 
 
-def chunk_document(doc: ExtractedDocument, options: ChunkingOptions | None = None) -> list[Chunk]:
+def capped(text: str, max_chars: int) -> Iterator[str]:
+    """``text`` in pieces of at most ``max_chars``, cut at the last blank in the second half of the
+    allowance where there is one."""
+    rest = text
+    while len(rest) > max_chars:
+        window = rest[: max_chars + 1]
+        blanks = [m.start() for m in _BLANK.finditer(window, max_chars // 2)]
+        cut = blanks[-1] if blanks else max_chars
+        piece, rest = rest[:cut].rstrip(), rest[cut:].lstrip()
+        if piece:
+            yield piece
+    if rest.strip():
+        yield rest
+
+
+def chunk_document(
+    doc: ExtractedDocument, options: ChunkingOptions | None = None, max_chars: int = MAX_CHUNK_CHARS
+) -> list[Chunk]:
+    """The document's chunks; none longer than ``options.chunk_tokens`` (``estimate_tokens``) or
+    ``max_chars`` characters."""
     options = options or ChunkingOptions()
+    limit = min(max_chars, options.chunk_tokens * 4)  # estimate_tokens is ceil(chars / 4)
     chunks: list[Chunk] = []
     for section in _sections(doc.blocks):
         plain = [b for b in section.blocks if b.kind != "record"]
         if plain:
             for text in _section_pieces(_Section(section.path, plain), options):
-                chunks.append(Chunk(len(chunks), text, section.path))
+                chunks += [Chunk(len(chunks) + i, piece, section.path) for i, piece in enumerate(capped(text, limit))]
         for record in (b for b in section.blocks if b.kind == "record"):
             for text in _split_lines(record.text, options.chunk_tokens):
-                chunks.append(Chunk(len(chunks), text, section.path, title=record.title))
+                chunks += [Chunk(len(chunks) + i, piece, section.path, title=record.title)
+                           for i, piece in enumerate(capped(text, limit))]
     return chunks

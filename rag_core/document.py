@@ -71,6 +71,9 @@ class DocumentStore:
     async def delete(self, doc_id: str) -> None:
         await self._records.delete(doc_id)
 
+    async def in_status(self, status: DocumentStatus) -> list[DocumentRecord]:
+        return await self._records.find(status=status)
+
     async def in_kb(self, kb: str, origin: DocumentOrigin | None = None) -> list[DocumentRecord]:
         """The knowledge base's documents, newest first."""
         found = await self._records.find(kb=kb, **({"origin": origin} if origin else {}))

@@ -5,7 +5,8 @@
   and deletes chunks that disappeared.
 - A document that cannot be read is recorded as failed with the reason; its earlier chunks, if
   any, stay as they were. Extraction happens before anything is written.
-- Ingests of one document run one at a time (``lock``), so two at once never interleave."""
+- Ingests of one document run one at a time (``lock``), so two at once never interleave.
+- Extraction and chunking run in a child process under a budget (``ExtractionSandbox``)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from weakref import WeakValueDictionary
 from pydantic import BaseModel, ConfigDict
 
 from rag_core.base_catalog import BaseCatalog
-from rag_core.chunking import Chunk, ChunkingOptions, chunk_document
+from rag_core.chunking import Chunk, ChunkingOptions
 from rag_core.document import (
     DocumentOrigin,
     DocumentRecord,
@@ -31,13 +32,15 @@ from rag_core.document import (
     document_label,
 )
 from rag_core.errors import ExtractionFailed, UnsupportedFormat
-from rag_core.extract import ExtractedDocument, detect_format, extract
+from rag_core.extract import ExtractedDocument, detect_format
+from rag_core.extraction_sandbox import ExtractionSandbox
 from rag_core.knowledge_base import KnowledgeBase
 from rag_core.topic import RAG_CONTEXT_LABEL, Topic
 
 # Bump when the way chunks become topics changes, so every document is re-shaped on its next ingest.
 TOPIC_SHAPE = 1
 MAX_TITLE_CHARS = 1000
+STOPPED = "stopped before it finished (the request was cancelled or the gateway was stopping); upload it again"
 LockFactory = Callable[[str], AbstractAsyncContextManager[None]]
 
 
@@ -118,8 +121,12 @@ def _recipe_hash(
 
 
 class DocumentIngestor:
-    def __init__(self, documents: DocumentStore, catalog: BaseCatalog, *, lock: LockFactory | None = None) -> None:
+    def __init__(
+        self, documents: DocumentStore, catalog: BaseCatalog, *, lock: LockFactory | None = None,
+        sandbox: ExtractionSandbox | None = None,
+    ) -> None:
         self.documents = documents
+        self.sandbox = sandbox or ExtractionSandbox()
         self._catalog = catalog
         self._locks: WeakValueDictionary[str, asyncio.Lock] = WeakValueDictionary()
         self._lock = lock or self._local_lock
@@ -138,8 +145,8 @@ class DocumentIngestor:
     ) -> ChunkPreview:
         """The chunk topics ``data`` would become; nothing is stored."""
         fmt = fmt or detect_format(name, content_type)
-        document = await asyncio.to_thread(extract, data, name, fmt=fmt, row_template=row_template)
-        chunks = await asyncio.to_thread(chunk_document, document, chunking or ChunkingOptions())
+        prepared = await self.sandbox.prepare(data, name, fmt, row_template, chunking or ChunkingOptions())
+        document, chunks = prepared.document, prepared.chunks
         return ChunkPreview(
             title=document.title, format=document.format, pages=document.pages, warnings=document.warnings,
             chunks=chunk_topics(document_id("preview", name), document, chunks),
@@ -167,19 +174,23 @@ class DocumentIngestor:
             })
             await self.documents.put(record)
             try:
-                document = await asyncio.to_thread(extract, data, name, fmt=fmt, row_template=row_template)
+                prepared = await self.sandbox.prepare(data, name, fmt, row_template, options)
+                document = prepared.document
                 topics = _labelled(await shaper(document), doc_id, labels) if shaper is not None else []
                 warnings = list(document.warnings)
                 if shaper is not None and not topics:
                     warnings.append("no topics came back from shaping the text; it was chunked instead")
                 if not topics:
-                    chunks = await asyncio.to_thread(chunk_document, document, options)
-                    topics = chunk_topics(doc_id, document, chunks, labels)
+                    topics = chunk_topics(doc_id, document, prepared.chunks, labels)
                 if not topics:
                     raise ExtractionFailed("the document has no text to index")
             except ExtractionFailed as exc:
                 failed = record.model_copy(update={"status": "failed", "error": exc.reason})
                 return IngestOutcome(document=await self.documents.put(failed))
+            except asyncio.CancelledError:  # the client left or the process is stopping: say so, then stop
+                stopped = record.model_copy(update={"status": "failed", "error": STOPPED})
+                await asyncio.shield(self.documents.put(stopped))
+                raise
             try:
                 before = set(await kb.sources_with_label(document_label(doc_id)))
                 report = await kb.upsert_many(topics, reuse_label=document_label(doc_id))

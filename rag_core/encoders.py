@@ -7,6 +7,7 @@ import asyncio
 import logging
 from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import Executor
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
@@ -44,9 +45,11 @@ class FastEmbedEncoder:
         model_path: Path | None = None,
         threads: int | None = None,
         batch_size: int = 64,
+        executor: Executor | None = None,
     ) -> None:
         from fastembed import TextEmbedding
 
+        self._executor = executor  # where documents are embedded (None: asyncio's default threads)
         extra = {"specific_model_path": str(model_path)} if model_path else {}
         self._model = TextEmbedding(model_name, threads=threads, **extra)
         self._model_name = model_name
@@ -75,6 +78,8 @@ class FastEmbedEncoder:
         return result
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        if self._executor is not None:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, self.embed_documents_sync, texts)
         return await asyncio.to_thread(self.embed_documents_sync, texts)
 
     async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
@@ -184,6 +189,7 @@ def build_dense_encoder(
     api_key: str | None = None,
     dimension: int | None = None,
     threads: int | None = None,
+    executor: Executor | None = None,
 ) -> DenseEncoder | None:
     """The configured dense encoder, or None for sparse-only retrieval. A model that cannot be
     loaded is logged once and degrades to sparse-only instead of failing startup."""
@@ -194,7 +200,7 @@ def build_dense_encoder(
     if provider == "fastembed":
         name = model or DEFAULT_FASTEMBED_MODEL
         try:
-            return FastEmbedEncoder(name, model_path=model_path, threads=threads)
+            return FastEmbedEncoder(name, model_path=model_path, threads=threads, executor=executor)
         except Exception as exc:  # noqa: BLE001 - any load failure means "run sparse-only"
             log.warning("dense model %s could not load (%s); running sparse-only", name, exc)
             return None

@@ -30,6 +30,7 @@ MAIN_KB = "main"
 DENSE_VECTOR = "dense"
 POOL_COUNT_TTL_S = 5.0  # another process's first topic is seen within this long (server mode)
 SPARSE_VECTOR = "bm25"
+UPSERT_BATCH = 32  # topics embedded and written per call
 _T = TypeVar("_T")
 
 
@@ -192,7 +193,9 @@ class KnowledgeBase:
         to_embed: list[Topic] = []
         payload_only: list[Topic] = []
         created, updated, unchanged = [], [], []
-        for source, topic in batch.items():
+        for position, (source, topic) in enumerate(batch.items()):
+            if position % UPSERT_BATCH == UPSERT_BATCH - 1:
+                await asyncio.sleep(0)  # thousands of chunks: let the event loop serve turns meanwhile
             old = existing.get(source)
             if old is not None:
                 topic = topic.model_copy(update={"created_at": _topic(old).created_at})
@@ -210,10 +213,16 @@ class KnowledgeBase:
             else:
                 unchanged.append(source)
         donors = await self._vector_donors(reuse_label) if reuse_label and to_embed else {}
-        points = await self._points(to_embed, donors)
         embedded = sum(1 for t in to_embed if t.in_rag_pool and t.content_hash(signature) not in donors)
-        if points:
+        # In batches: each embeds, encodes and holds the local-mode client's lock only briefly, so a
+        # turn's search is never queued behind a 10,000-chunk document.
+        # A bulk write then leaves the client free for as long as it held it: searches get half of it.
+        for start in range(0, len(to_embed), UPSERT_BATCH):
+            points = await self._points(to_embed[start:start + UPSERT_BATCH], donors)
+            began = time.perf_counter()
             await self._run(self._client.upsert, self.collection_name, points=points)
+            if len(to_embed) > UPSERT_BATCH:
+                await asyncio.sleep(time.perf_counter() - began)
         for topic in payload_only:
             await self._run(
                 self._client.overwrite_payload,
@@ -221,7 +230,7 @@ class KnowledgeBase:
                 payload=_payload(topic, topic.content_hash(signature)),
                 points=[topic.point_id],
             )
-        if points or payload_only:
+        if to_embed or payload_only:
             await self._wrote()
         return UpsertReport(created=created, updated=updated, unchanged=unchanged, embedded=embedded)
 
@@ -229,13 +238,16 @@ class KnowledgeBase:
         return await self.upsert_many([topic])
 
     async def _existing_payloads(self, sources: Sequence[str]) -> dict[str, dict[str, Any]]:
-        records = await self._run(
-            self._client.retrieve,
-            self.collection_name,
-            ids=[topic_point_id(s) for s in sources],
-            with_payload=True,
-        )
-        return {r.payload["source"]: r.payload for r in records if r.payload}
+        found: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(sources), UPSERT_BATCH * 4):
+            records = await self._run(
+                self._client.retrieve,
+                self.collection_name,
+                ids=[topic_point_id(s) for s in sources[start:start + UPSERT_BATCH * 4]],
+                with_payload=True,
+            )
+            found.update({r.payload["source"]: r.payload for r in records if r.payload})
+        return found
 
     async def _scroll(self, label: str | None, payload: Any, vectors: bool = False) -> AsyncIterator[Any]:
         """Every stored point carrying ``label`` (all points for None), page by page."""

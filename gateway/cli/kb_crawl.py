@@ -74,6 +74,7 @@ async def _crawl_here(args: argparse.Namespace, settings: Settings) -> int:
 
     client = GuardedClient(OutboundPolicy.parse(settings.outbound_allow_hosts), FetchLimits(
         timeout_s=settings.outbound_timeout_s, max_bytes=int(settings.crawl_max_page_mb * 1024 * 1024),
+        max_ratio=settings.outbound_max_compression_ratio,
         retries=settings.outbound_retries,
     ))
     knowledge = Knowledge(settings, None)

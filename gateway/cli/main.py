@@ -27,7 +27,8 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     base = f"http://{'127.0.0.1' if args.host in ('0.0.0.0', '::') else args.host}:{args.port}"
     print(f"Switchboard: web chat {base}/chat · console {base}/admin · API docs {base}/docs", flush=True)
     # proxy_headers off: the client address comes from SWITCHBOARD_TRUSTED_PROXIES alone (gateway.core.client_address)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False, proxy_headers=False)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False, proxy_headers=False,
+                timeout_graceful_shutdown=int(max(1, settings.shutdown_grace_s)))
     return 0
 
 

@@ -1,7 +1,8 @@
 """The one guarded way out for calls the gateway makes on an operator's or a user's behalf (website
 crawls, data injection, the HTTP reranker). ``GuardedTransport`` is the guard itself, an httpx
 transport: every request it sends, each redirect hop included, is checked against the outbound policy
-and sent to the very address that was checked, and a response body is cut off at a size cap.
+and sent to the very address that was checked, and a response body is decoded by the guard itself and
+cut off at a cap on its decoded size and compression ratio (``outbound_decoding``).
 ``GuardedClient`` rides on it and adds redirects it follows itself (each hop through the transport),
 a time cap per try, and retries: timeouts, connection errors, 429 and 5xx are retried with
 exponential backoff (429 honours ``Retry-After`` up to a cap), other 4xx are not. Code that cannot
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from urllib.parse import urljoin, urlsplit
@@ -20,6 +21,7 @@ import httpx
 
 from gateway.core.errors import GatewayError
 from gateway.core.outbound import OutboundPolicy, OutboundRefused, pinned, shown
+from gateway.core.outbound_decoding import ACCEPT_ENCODING, BodyLimits, OutboundTooLarge, OutboundUnreadable, decoded
 
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 MAX_RETRY_AFTER_S = 30.0
@@ -59,39 +61,11 @@ class OutboundBlocked(httpx.TransportError):
         self.refusal = refusal
 
 
-class OutboundTooLarge(httpx.TransportError):
-    """A response body passed the transport's size cap; reading it stopped there."""
-
-    def __init__(self, cap: int, declared: int | None, request: httpx.Request) -> None:
-        self.cap, self.declared = cap, declared
-        super().__init__(f"the response is larger than the limit of {cap} bytes", request=request)
-
-    def describe(self, what: str) -> str:
-        if self.declared is not None:
-            return f"{what} is {self.declared} bytes; the limit is {self.cap}"
-        return f"{what} is larger than the limit of {self.cap} bytes"
-
-
-class _CappedStream(httpx.AsyncByteStream):
-    def __init__(self, inner: httpx.AsyncByteStream, cap: int, request: httpx.Request) -> None:
-        self._inner, self._cap, self._request = inner, cap, request
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        size = 0
-        async for chunk in self._inner:
-            size += len(chunk)
-            if size > self._cap:
-                raise OutboundTooLarge(self._cap, None, self._request)
-            yield chunk
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
 class GuardedTransport(httpx.AsyncBaseTransport):
-    def __init__(self, policy: OutboundPolicy, max_bytes: int) -> None:
+    def __init__(self, policy: OutboundPolicy, max_bytes: int, max_ratio: float = 100.0) -> None:
         self.policy = policy
         self.max_bytes = max_bytes
+        self.limits = BodyLimits(max_bytes, max_ratio)
         # A pinned request's URL holds the checked IP address, so a kept-alive connection could carry a
         # request for another name on that IP without its certificate being checked: no keep-alive.
         self._inner = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_keepalive_connections=0))
@@ -103,15 +77,20 @@ class GuardedTransport(httpx.AsyncBaseTransport):
         except OutboundRefused as exc:
             raise OutboundBlocked(exc, request) from exc
         target = pinned(url, addresses)
-        sent = httpx.Request(request.method, target.url, headers=request.headers, stream=request.stream,
+        headers = httpx.Headers(request.headers)
+        headers["Accept-Encoding"] = ACCEPT_ENCODING  # only what the guard decodes under its caps
+        sent = httpx.Request(request.method, target.url, headers=headers, stream=request.stream,
                              extensions={**request.extensions, **target.extensions})
         response = await self._inner.handle_async_request(sent)
         declared = response.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_bytes:
             await response.aclose()
             raise OutboundTooLarge(self.max_bytes, int(declared), request)
-        assert isinstance(response.stream, httpx.AsyncByteStream)
-        response.stream = _CappedStream(response.stream, self.max_bytes, request)
+        try:
+            decoded(response, self.limits, request)
+        except OutboundUnreadable:
+            await response.aclose()
+            raise
         return response
 
     async def aclose(self) -> None:
@@ -121,7 +100,8 @@ class GuardedTransport(httpx.AsyncBaseTransport):
 @dataclass(frozen=True)
 class FetchLimits:
     timeout_s: float = 15.0
-    max_bytes: int = 5 * 1024 * 1024
+    max_bytes: int = 5 * 1024 * 1024  # decoded
+    max_ratio: float = 100.0  # decoded size over size on the wire, past the first mebibyte
     max_redirects: int = 5
     retries: int = 2
     backoff_s: float = 0.5
@@ -170,15 +150,16 @@ class GuardedClient:
     def __init__(
         self, policy: OutboundPolicy, limits: FetchLimits | None = None, *,
         user_agent: str = "SwitchboardBot/1.0 (+knowledge base crawler)",
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep, subject: str = "the page",
     ) -> None:
         self.policy = policy
+        self.subject = subject  # what a body is called in a failure's reason
         self.limits = limits or FetchLimits()
         self.user_agent = user_agent
         self._sleep = sleep
         # No cookies: one site's cookies must never ride along to another.
         self._http = httpx.AsyncClient(
-            transport=GuardedTransport(policy, self.limits.max_bytes), follow_redirects=False,
+            transport=GuardedTransport(policy, self.limits.max_bytes, self.limits.max_ratio), follow_redirects=False,
             timeout=self.limits.timeout_s, trust_env=False,
             cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),
         )
@@ -211,7 +192,9 @@ class GuardedClient:
             except OutboundBlocked as exc:
                 raise exc.refusal from None
             except OutboundTooLarge as exc:
-                raise FetchTooLarge(url, exc.describe("the page")) from None
+                raise FetchTooLarge(url, exc.describe(self.subject)) from None
+            except OutboundUnreadable as exc:
+                raise FetchFailed(url, exc.describe(self.subject)) from None
             except httpx.RemoteProtocolError as exc:
                 if "location header" in str(exc).lower():  # httpx will not read it (e.g. 0177.0.0.1): not followed
                     raise OutboundRefused(f"redirect refused: {exc}") from None
@@ -269,4 +252,6 @@ class GuardedClient:
         try:
             return b"".join([chunk async for chunk in resp.aiter_bytes()])  # capped by the transport
         except OutboundTooLarge as exc:
-            raise FetchTooLarge(url, exc.describe("the page")) from None
+            raise FetchTooLarge(url, exc.describe(self.subject)) from None
+        except OutboundUnreadable as exc:
+            raise FetchFailed(url, exc.describe(self.subject)) from None

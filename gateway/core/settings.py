@@ -579,6 +579,30 @@ class Settings(BaseSettings):
                                  "cryptography.fernet.Fernet.generate_key()") from None
         return value
 
+    # intake (issue 26): limits on what a hostile page, data source or file can make the gateway hold
+    outbound_max_compression_ratio: float = Field(default=100.0, ge=1.0, description=(
+        "Largest decoded-to-wire size ratio of a gzip/deflate response (crawl, data injection, reranker) "
+        "once it passes 1 MiB decoded; a larger ratio stops the fetch as a compression bomb. The size caps "
+        "(SWITCHBOARD_CRAWL_MAX_PAGE_MB, SWITCHBOARD_DATA_INJECTION_MAX_BYTES) count decoded bytes."))
+    chunk_max_chars: int = Field(default=4000, ge=200, description=(
+        "Hard cap on one chunk's length in characters, whatever the chunking options; a longer unbroken "
+        "token is split. The token cap is the chunking options' chunk_tokens."))
+    extract_max_unzipped_mb: float = Field(default=100.0, gt=0, description=(
+        "Largest total uncompressed size of a zip-based document (DOCX), checked before parsing."))
+    extract_max_zip_ratio: float = Field(default=100.0, ge=1.0, description=(
+        "Largest uncompressed-to-compressed ratio of a zip-based document (DOCX) or of any one member, "
+        "checked before parsing once a member passes 1 MiB."))
+    extract_timeout_s: float = Field(default=120.0, gt=0, description=(
+        "Wall-clock budget for extracting and chunking one document; the child process doing it is "
+        "killed when it runs over, and the document fails with that reason."))
+    extract_max_memory_mb: int = Field(default=1024, ge=128, description=(
+        "Address-space limit of the child process that extracts one document; a document needing more "
+        "fails with that reason instead of growing the gateway."))
+    shutdown_grace_s: float = Field(default=20.0, gt=0, description=(
+        "On SIGTERM, how long `switchboard serve` waits for requests in flight (an upload being "
+        "extracted, a turn) before it cancels them; a cancelled upload kills its extraction and records "
+        "the document as stopped."))
+
     def secret_values(self) -> list[str]:
         """Every configured secret (tokens, keys, passwords, signing secrets), for log redaction."""
         found: list[str] = []

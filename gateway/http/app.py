@@ -17,6 +17,7 @@ from gateway.http import connections as connections_api
 from gateway.http import openai_compat
 from gateway.http.body_limit import BodyLimit
 from gateway.http.conversations import router as conversations_router
+from gateway.http.disconnect import CancelOnDisconnect
 from gateway.http.documents import CONSOLE_UPLOAD_PATH, PREVIEW_PATH, UPLOAD_PATH, upload_body_limit
 from gateway.http.documents import router as documents_router
 from gateway.http.errors import install_error_handlers
@@ -68,6 +69,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     install_error_handlers(app)
     # Outside every route (channels' vendor webhooks and the web chat included): an oversized body
     # is refused before it is read, whoever sends it and whatever the route would do with it.
+    app.add_middleware(CancelOnDisconnect, paths=(UPLOAD_PATH, PREVIEW_PATH))  # extraction stops with the client
     app.add_middleware(
         BodyLimit, max_bytes=settings.max_body_bytes, per_path={
             IMPORT_PATH: settings.max_import_bytes,

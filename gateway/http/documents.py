@@ -7,6 +7,7 @@ The console's upload form has the same limits."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Request, Response
@@ -108,6 +109,10 @@ async def upload(
             await jobs.advance(job.id, done=1, errors=int(failed_one))
     except Exception as exc:
         await jobs.finish(job.id, "failed", f"stopped after {len(results)} of {len(files)} file(s): {exc}")
+        raise
+    except asyncio.CancelledError:  # the client left (CancelOnDisconnect) or the gateway is stopping
+        await asyncio.shield(jobs.finish(job.id, "failed", f"stopped after {len(results)} of {len(files)} "
+                                         "file(s): the request was cancelled"))
         raise
     failed = [r.document for r in results if r.document.status == "failed"]
     await jobs.finish(

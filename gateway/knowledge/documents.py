@@ -5,6 +5,7 @@ document's original kept for re-ingesting."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from gateway.core.errors import NotFound, UnsupportedMediaType
@@ -13,6 +14,9 @@ from gateway.knowledge.originals import Originals
 from rag_core.document import DocumentOrigin, DocumentRecord
 from rag_core.document_ingestion import ChunkPreview, DocumentIngestor, IngestOutcome, Shaper
 from rag_core.extract import FORMATS, UnsupportedFormat, detect_format
+
+INTERRUPTED = ("interrupted: the process ingesting it stopped (a restart?) before it finished; "
+               "upload it again or reingest it")
 
 
 def check_format(name: str, content_type: str | None = None) -> str:
@@ -55,6 +59,17 @@ class Documents:
             data, name, content_type=content_type, fmt=fmt, chunking=self._bases.chunking_for(info, chunking),
             row_template=row_template,
         )
+
+    async def fail_interrupted(self, stale_before: datetime | None) -> list[DocumentRecord]:
+        """Mark documents left ``processing`` by a process that stopped as failed, saying so: all of them
+        (``None``: this process owns the knowledge base, nobody else can be ingesting), or those not
+        touched since ``stale_before``. Their earlier chunks, if any, stay as they were."""
+        failed = []
+        for record in await self._bases.documents.in_status("processing"):
+            if stale_before is None or record.updated_at < stale_before:
+                update = {"status": "failed", "error": INTERRUPTED}
+                failed.append(await self._bases.documents.put(record.model_copy(update=update)))
+        return failed
 
     async def list(self, kb_name: str, origin: DocumentOrigin | None = None) -> list[DocumentRecord]:
         await self._bases.info(kb_name)

@@ -5,6 +5,11 @@ cache of query vectors by exact text."""
 from __future__ import annotations
 
 import logging
+import os
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 from gateway.core.settings import Settings
 from rag_core.encoders import DenseEncoder, FastEmbedEncoder, QueryVectorCache, SplitEncoder, build_dense_encoder
@@ -12,11 +17,31 @@ from rag_core.quantize import int8_copy
 from rag_core.query_batching import BatchingQueries
 
 log = logging.getLogger(__name__)
+DOCUMENTS_NICE = 10
+_DOCUMENTS: ThreadPoolExecutor | None = None
+_DOCUMENTS_GUARD = threading.Lock()
+
+
+def _lower_priority() -> None:
+    if sys.platform == "linux":  # per thread on Linux (elsewhere it would be the whole process)
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), DOCUMENTS_NICE)
+
+
+def _documents_executor() -> ThreadPoolExecutor:
+    """One low-priority thread for embedding documents: a large ingest gets the CPU turns leave."""
+    global _DOCUMENTS
+    with _DOCUMENTS_GUARD:
+        if _DOCUMENTS is None:
+            _DOCUMENTS = ThreadPoolExecutor(1, thread_name_prefix="embed-documents", initializer=_lower_priority)
+        return _DOCUMENTS
 
 
 def dense_encoder(settings: Settings) -> DenseEncoder | None:
-    """The configured embedding model, or None (sparse-only) when it is off or cannot load."""
-    encoder = build_dense_encoder(
+    """The configured embedding model, or None (sparse-only) when it is off or cannot load. When queries
+    have a model of their own, the documents' model is built and run in a low-priority thread, so its
+    onnxruntime threads (created with it) inherit that priority and chat turns keep theirs."""
+    build = partial(
+        build_dense_encoder,
         settings.embeddings,
         model=settings.embedding_model if settings.embeddings == "fastembed" else None,
         model_path=settings.embedding_model_path,
@@ -24,6 +49,12 @@ def dense_encoder(settings: Settings) -> DenseEncoder | None:
         api_key=settings.llm_api_key.get_secret_value() if settings.llm_api_key else None,
         threads=settings.embedding_threads,
     )
+    split = settings.embedding_quantize == "int8" or settings.query_embedding_threads != settings.embedding_threads
+    if settings.embeddings == "fastembed" and split:
+        executor = _documents_executor()
+        encoder = executor.submit(build, executor=executor).result()
+    else:
+        encoder = build()
     if encoder is None:
         return None
     if isinstance(encoder, FastEmbedEncoder):

@@ -18,6 +18,7 @@ JobKind = Literal["documents", "crawl", "append_text", "append_websites"]
 JobStatus = Literal["queued", "running", "done", "failed"]
 KEEP_S = 7 * 24 * 3600
 MAX_PROBLEMS = 100
+INTERRUPTED = "interrupted: the process running it stopped (a restart?) before it finished; start it again"
 _COUNTERS = ("done", "errors", "pages_fetched", "pages_queued")
 _FIELDS = ("kind", "kb", "status", "total", "message", "created_at", "updated_at", "finished_at",
            "topics_created", "topics_updated", "topics_deleted", "problems_dropped", "result")
@@ -118,6 +119,16 @@ class IngestJobs:
         data = {k.decode(): json.loads(v) for k, v in raw.items()}
         problems = [p.decode() for p in await self._redis.lrange(self._key(job_id, "problems"), 0, -1)]
         return IngestJob.model_validate({**data, "id": job_id, "problems": problems})
+
+    async def fail_interrupted(self, stale_before: datetime | None) -> list[IngestJob]:
+        """Mark jobs left ``running`` by a process that stopped as failed: all of them (``None``: this
+        process is the only one running jobs) or those without progress since ``stale_before``. Queued
+        jobs stay queued: their RQ job runs when a worker is back."""
+        failed = []
+        for job in await self.recent(limit=500):
+            if job.status == "running" and (stale_before is None or job.updated_at < stale_before):
+                failed.append(await self.finish(job.id, "failed", INTERRUPTED))
+        return failed
 
     async def recent(self, limit: int = 50, kind: JobKind | None = None) -> list[IngestJob]:
         ids = [i.decode() for i in await self._redis.zrevrange(self._index, 0, 499)]

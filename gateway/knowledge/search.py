@@ -34,6 +34,8 @@ from rag_core.controlled import ControlledSearch, Reranker
 from rag_core.controls import RetrievalControls
 from rag_core.document_ingestion import DocumentIngestor, LockFactory
 from rag_core.errors import SwitchboardError
+from rag_core.extract import ZipLimits
+from rag_core.extraction_sandbox import ExtractBudget, ExtractionSandbox
 from rag_core.generation import StructuredGenerator
 from rag_core.knowledge_base import MAIN_KB, KnowledgeBase, open_qdrant
 from rag_core.query_shape import QueryShape
@@ -65,11 +67,20 @@ def _finished(result: SearchResult, t0: float, cache: str) -> SearchResult:
     return result.model_copy(update={"timings_ms": timings, "cache": cache})
 
 
+def extract_budget(settings: Settings) -> ExtractBudget:
+    """The budget every document's extraction runs under (settings ``extract_*``, ``chunk_max_chars``)."""
+    return ExtractBudget(
+        timeout_s=settings.extract_timeout_s, max_memory_mb=settings.extract_max_memory_mb,
+        max_chunk_chars=settings.chunk_max_chars,
+        zip_limits=ZipLimits(int(settings.extract_max_unzipped_mb * 1024 * 1024), settings.extract_max_zip_ratio),
+    )
+
+
 def _reranker_transport(settings: Settings) -> GuardedTransport:
     """The reranker's way out: its configured host is the operator's own infrastructure (allowed, as the
     LLM base URL is), every other address is judged by the outbound policy, and its answer is capped."""
     policy = OutboundPolicy.parse(settings.outbound_allow_hosts).allowing(settings.reranker_base_url)
-    return GuardedTransport(policy, max_bytes=_RERANK_MAX_BYTES)
+    return GuardedTransport(policy, max_bytes=_RERANK_MAX_BYTES, max_ratio=settings.outbound_max_compression_ratio)
 
 
 class Knowledge:
@@ -117,7 +128,8 @@ class Knowledge:
             self._client, settings.agent_id, dense, chunking=chunking, embedding_model=model, retrieval=retrieval,
             on_write=self._written,
         )
-        self._ingestor = DocumentIngestor(self._bases.documents, self._bases.catalog, lock=self.document_lock)
+        self._ingestor = DocumentIngestor(self._bases.documents, self._bases.catalog, lock=self.document_lock,
+                                          sandbox=ExtractionSandbox(extract_budget(settings)))
         self._documents = Documents(self._bases, self._ingestor, Originals(settings.data_dir / "documents"))
 
     async def _written(self, kb: str) -> None:

@@ -134,8 +134,10 @@ class DataInjection:
         started = self.clock.now()
         # RQ retries a failed fetch with backoff (and the last good data stays): one try here
         limits = FetchLimits(timeout_s=self.settings.data_injection_timeout_s,
-                             max_bytes=self.settings.data_injection_max_bytes, retries=0)
-        client = GuardedClient(self.outbound, limits, user_agent="Switchboard/1.0 (data injection)")
+                             max_bytes=self.settings.data_injection_max_bytes, retries=0,
+                             max_ratio=self.settings.outbound_max_compression_ratio)
+        client = GuardedClient(self.outbound, limits, user_agent="Switchboard/1.0 (data injection)",
+                             subject="the answer")
         try:
             resp = await client.request("POST", url, content=payload.encode(), headers=headers)
         except OutboundRefused as exc:

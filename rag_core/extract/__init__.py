@@ -15,10 +15,11 @@ from rag_core.extract.model import Block, BlockKind, ExtractedDocument
 from rag_core.extract.pdf import extract_pdf
 from rag_core.extract.records import extract_csv, extract_json, extract_jsonl
 from rag_core.extract.text import extract_text
+from rag_core.extract.zipped import ZIP_FORMATS, ZipLimits, check_zip
 
 __all__ = [
     "FORMATS", "Block", "BlockKind", "ExtractedDocument", "ExtractionFailed", "UnsupportedFormat",
-    "detect_format", "extract",
+    "ZipLimits", "detect_format", "extract",
 ]
 
 FORMATS: dict[str, tuple[str, ...]] = {
@@ -65,18 +66,22 @@ _READERS: dict[str, Callable[[bytes, str, str | None], ExtractedDocument]] = {
 
 
 def extract(
-    data: bytes, filename: str, *, fmt: str | None = None, row_template: str | None = None
+    data: bytes, filename: str, *, fmt: str | None = None, row_template: str | None = None,
+    zip_limits: ZipLimits | None = None,
 ) -> ExtractedDocument:
     """The document's title and blocks; ``ExtractionFailed`` says why a file cannot be read.
-    ``row_template`` (CSV, JSON, JSON Lines) turns each record into text, e.g. ``{Product} costs {Price}``."""
+    ``row_template`` (CSV, JSON, JSON Lines) turns each record into text, e.g. ``{Product} costs {Price}``.
+    A zip-based format (DOCX) is checked against ``zip_limits`` before it is parsed."""
     fmt = fmt or detect_format(filename)
     reader = _READERS.get(fmt)
     if reader is None:
         raise UnsupportedFormat(f"no extractor for format {fmt!r}", list(FORMATS))
+    if fmt in ZIP_FORMATS:
+        check_zip(data, fmt, zip_limits or ZipLimits())
     stem = PurePath(filename.rstrip("/")).stem or filename
     try:
         return reader(data, stem, row_template)
-    except ExtractionFailed:
+    except (ExtractionFailed, MemoryError):  # a memory budget's refusal is the caller's to name
         raise
     except RecursionError:
         raise ExtractionFailed(f"the {fmt} file is nested too deeply to read") from None

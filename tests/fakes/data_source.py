@@ -9,7 +9,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 
 @dataclass
@@ -19,6 +19,8 @@ class Answer:
     text: str | None = None
     delay_s: float = 0.0
     location: str | None = None  # a redirect's target
+    body: bytes | None = None  # sent as it is, as JSON, in ``encoding`` (a bomb from tests.fakes.bombs)
+    encoding: str | None = None
 
 
 @dataclass
@@ -47,6 +49,9 @@ class DataSource:
             if step.delay_s:
                 await asyncio.sleep(step.delay_s)
             headers = {"Location": step.location} if step.location else None
+            if step.body is not None:
+                encoded = {**(headers or {}), **({"Content-Encoding": step.encoding} if step.encoding else {})}
+                return Response(step.body, status_code=step.status, headers=encoded, media_type="application/json")
             if step.text is not None:
                 return PlainTextResponse(step.text, status_code=step.status, headers=headers)
             return JSONResponse(step.json, status_code=step.status, headers=headers)

@@ -19,6 +19,7 @@ class Page:
     statuses: list[int] = field(default_factory=lambda: [200])  # one per request; the last one repeats
     location: str | None = None
     set_cookie: str | None = None
+    encoding: str | None = None  # Content-Encoding the body is already in (a bomb from tests.fakes.bombs)
 
 
 @dataclass
@@ -48,6 +49,8 @@ class Website:
             headers = {"location": page.location} if page.location else {}
             if page.set_cookie:
                 headers["set-cookie"] = page.set_cookie
+            if page.encoding:
+                headers["content-encoding"] = page.encoding
             body = page.body.encode() if isinstance(page.body, str) else page.body
             return Response(body, status_code=status, headers=headers, media_type=page.content_type)
 
