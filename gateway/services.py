@@ -262,7 +262,7 @@ class Services:
                                     resolver, services.on_stop)
         events.subscribe(AttributeChanged, services.appends.on_attribute_changed)
         if settings.demo:
-            services.on_start.append(lambda: load_demo_knowledge(knowledge))
+            services.on_start.append(lambda: load_demo_knowledge(knowledge, customer_attributes))
         services.turns = TurnRunner(pipeline, store, metrics, drain_timeout_s=settings.turn_drain_timeout_s)
         services.on_stop.append(services.turns.stop)
         services.inbox = Inbox(redis, store, order_idle_ttl_s=settings.order_idle_ttl_s,

@@ -14,6 +14,21 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 
+def _not_onnxruntime(record: logging.LogRecord) -> bool:
+    return "onnxruntime" not in record.pathname
+
+
+class _QuietQuantizer:
+    """onnxruntime's quantizer logs through the root logger: a line per tensor and a pre-processing advice,
+    ~35 lines at a gateway's first start that an operator can do nothing about. Held back while it runs."""
+
+    def __enter__(self) -> None:
+        logging.getLogger().addFilter(_not_onnxruntime)
+
+    def __exit__(self, *exc_info) -> None:
+        logging.getLogger().removeFilter(_not_onnxruntime)
+
+
 def int8_copy(model_dir: Path, model_file: str, cache_dir: Path) -> Path:
     """The folder of an int8 copy of ``model_dir / model_file`` under ``cache_dir`` (made on first use;
     another process making it at the same time is harmless: each writes its own folder and renames it)."""
@@ -31,7 +46,8 @@ def int8_copy(model_dir: Path, model_file: str, cache_dir: Path) -> Path:
     shutil.copytree(model_dir, work, ignore=shutil.ignore_patterns("*.onnx", "*.onnx_data"))
     (work / model_file).parent.mkdir(parents=True, exist_ok=True)
     log.info("quantizing %s to int8 (once; kept in %s)", source, target)
-    quantize_dynamic(str(source), str(work / model_file), weight_type=QuantType.QInt8)
+    with _QuietQuantizer():
+        quantize_dynamic(str(source), str(work / model_file), weight_type=QuantType.QInt8)
     try:
         os.replace(work, target)
     except OSError:  # another process finished first

@@ -22,10 +22,25 @@ def demo_sources() -> list[str]:
     return [topic.source for topic in parse_markdown(_demo_text()).topics]
 
 
-async def load_demo_knowledge(knowledge) -> None:
-    """Import the demo topics unless the knowledge base already has topics (an operator's own)."""
+# What the demo's topics say, where the prompt's calendar and first line read it (unless already set).
+DEMO_ATTRIBUTES = {
+    "project_attributes_setting_business_name": "Harbor Bikes",
+    "project_attributes_setting_business_hours": {
+        "mon": "09:00-18:00", "tue": "09:00-18:00", "wed": "09:00-18:00", "thu": "09:00-18:00",
+        "fri": "09:00-18:00", "sat": "10:00-16:00", "sun": "closed",
+    },
+}
+
+
+async def load_demo_knowledge(knowledge, attributes=None) -> None:
+    """Import the demo topics unless the knowledge base already has topics (an operator's own), and fill
+    in the demo business's name and opening hours where the operator has set none."""
     if await knowledge.kb.count() > 0:
         return
+    if attributes is not None:
+        for name, value in DEMO_ATTRIBUTES.items():
+            if not await attributes.get(name):
+                await attributes.set(name, value)
     report = await import_topics(knowledge.kb, _demo_text(), "markdown")
     log.info("demo knowledge base loaded: %d topics (Harbor Bikes); `switchboard demo remove` takes them out",
              len(report.created))

@@ -52,7 +52,7 @@ DEFAULT_BUDGETS: dict[str, int] = {
 }
 
 AGENT_NAME = AttributeSpec("project_attributes_setting_agent_name", str, "Switchboard", "the agent's name")
-BUSINESS_NAME = AttributeSpec("project_attributes_setting_business_name", str, "our business", "the business's name")
+BUSINESS_NAME = AttributeSpec("project_attributes_setting_business_name", str, "", "the business's name")
 BUSINESS_INSTRUCTIONS = AttributeSpec("project_attributes_setting_business_instructions", str, "",
                   "instructions for the agent, placed at the top of the system prompt")
 

@@ -57,3 +57,18 @@ def test_change_business_hours_and_see_the_calendar_change(console, page):  # no
     page.get_by_role("button", name="Save hours").click()
     expect(page.get_by_role("alert")).to_contain_text("not an opening span")
     assert page.get_by_role("textbox", name="Monday", exact=True).input_value() == "nine to five"
+
+
+def test_the_hours_placeholder_fits_its_field(console, page):  # noqa: F811
+    _sign_in(page, f"{console.url}/admin/live")
+    page.goto(f"{console.url}/admin/live")
+    field = page.get_by_label("Monday")
+    room = field.evaluate("""el => {
+        const style = getComputedStyle(el);
+        const ctx = document.createElement('canvas').getContext('2d');
+        ctx.font = `${style.fontSize} ${style.fontFamily}`;
+        const inner = el.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+        return inner - ctx.measureText(el.placeholder).width;
+    }""")
+    assert room >= 0, f"the placeholder is cut off by {-room:.0f} px"
+    expect(page.get_by_text("Each day: a span like 09:00-17:00, or closed.")).to_be_visible()

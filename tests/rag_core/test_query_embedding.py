@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 from collections.abc import Sequence
 
@@ -70,9 +71,35 @@ def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
     return dot / (math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b)))
 
 
+class _Recorder(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+QUANTIZE_LOG = _Recorder()
+
+
 @pytest.fixture(scope="module")
 def int8_folder(tmp_path_factory):
-    return int8_copy(MODEL_PATH, "model.onnx", tmp_path_factory.mktemp("models"))
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.INFO)
+    root.addHandler(QUANTIZE_LOG)
+    try:
+        return int8_copy(MODEL_PATH, "model.onnx", tmp_path_factory.mktemp("models"))
+    finally:
+        root.removeHandler(QUANTIZE_LOG)
+        root.setLevel(level)
+
+
+def test_making_the_int8_copy_logs_one_line_not_onnxruntimes_forty(int8_folder):
+    messages = [record.getMessage() for record in QUANTIZE_LOG.records]
+    assert [m for m in messages if "pre-processing" in m or "Quantization parameters" in m] == []
+    assert [m for m in messages if m.startswith("quantizing ")] != []
 
 
 async def test_the_int8_copy_is_made_once_smaller_and_close_to_fp32(int8_folder, minilm):
