@@ -126,6 +126,8 @@ class Message(BaseModel):
     delivery: DeliveryStatus | None = None
     delivery_error: Text | None = None
     sources: list[SourceRef] = Field(default_factory=list)  # agent replies: the knowledge they were given
+    author: Text | None = None  # an operator's reply: the name the customer sees on it
+    notice: Text | None = None  # a console note the customer is told too ("Sam joined the conversation")
 
 
 class StageTiming(BaseModel):
