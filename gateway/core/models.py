@@ -80,6 +80,21 @@ class Persona(BaseModel):
     display_name: Text | None = None
     created_at: datetime = Field(default_factory=utcnow)
 
+    @property
+    def shown_name(self) -> str:
+        """What an operator reads: the name the channel gave, else the number or channel user id."""
+        if self.display_name:
+            return self.display_name
+        for identity in self.identities:
+            kind, _, value = identity.partition(":")
+            if kind == "phone" and value:
+                return value
+            if kind in ("telegram", "slack") and value:
+                return f"{kind.capitalize()} user {value}"
+        if any(identity.startswith("web:") for identity in self.identities):
+            return f"Web visitor {self.id[:6]}"
+        return self.id[:8]
+
 
 class Conversation(BaseModel):
     id: str = Field(default_factory=new_id)
