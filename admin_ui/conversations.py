@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import RedirectResponse, Response, StreamingResponse
 
+from admin_ui.notices import notice
 from admin_ui.render import TEMPLATES, page
 from admin_ui.security import PREFIX, Signed, check_csrf, signed_in
 from gateway.conversation.listing import STATUSES, Filters
@@ -131,7 +132,8 @@ async def _act(request: Request, signed: Signed, conversation_id: str, action) -
         view = await _view(request, signed, conversation_id)
         return page(request, "conversation.html", signed, 422, **view,
                     error=exc.message, typed=str(form.get("reply", "")))
-    return RedirectResponse(f"{PREFIX}/conversations/{conversation_id}?done={done}", status_code=303)
+    return RedirectResponse(f"{PREFIX}/conversations/{conversation_id}?done={notice(signed, done.replace('+', ' '))}",
+                            status_code=303)
 
 
 @router.post("/{conversation_id}/{action}")

@@ -9,6 +9,7 @@ import time
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import RedirectResponse, Response
 
+from admin_ui.notices import notice, shown
 from admin_ui.render import page
 from admin_ui.security import PREFIX, Signed, admin_only, check_csrf, signed_in
 
@@ -22,7 +23,7 @@ async def inbox(request: Request, signed: Signed = Depends(signed_in)) -> Respon
     assert stream is not None
     return page(request, "inbox.html", signed, stats=await stream.stats(), dead=await stream.dead_letters(),
                 waiting=await stream.retries.all(), now=time.time(),
-                done=request.query_params.get("done"), error=request.query_params.get("error"))
+                done=request.query_params.get("done"), error=shown(signed, request.query_params.get("error")))
 
 
 @router.post("/dead/{dead_id}/retry")
@@ -31,5 +32,5 @@ async def retry(dead_id: str, request: Request, signed: Signed = Depends(admin_o
     stream = signed.services.inbox
     assert stream is not None
     if not _STREAM_ID.fullmatch(dead_id) or not await stream.retry_dead(dead_id):
-        return RedirectResponse(f"{PREFIX}/inbox?error=no+such+dead+letter", status_code=303)
-    return RedirectResponse(f"{PREFIX}/inbox?done=requeued+{dead_id}", status_code=303)
+        return RedirectResponse(f"{PREFIX}/inbox?error={notice(signed, 'no such dead letter')}", status_code=303)
+    return RedirectResponse(f"{PREFIX}/inbox?done={notice(signed, f'requeued {dead_id}')}", status_code=303)

@@ -12,9 +12,11 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.datastructures import UploadFile
 
+from admin_ui.notices import notice
 from admin_ui.render import page
 from admin_ui.security import PREFIX, Signed, admin_only, check_csrf, signed_in
 from gateway.core.errors import GatewayError
+from gateway.http.documents import check_upload_size
 from gateway.knowledge.demo import demo_topics_present, remove_demo_knowledge
 from gateway.knowledge.search import MAX_QUERY_CHARS
 from rag_core.errors import RagError
@@ -75,6 +77,7 @@ async def upload(request: Request, signed: Signed = Depends(admin_only)) -> Resp
     outcomes = []
     for upload_file in files:
         try:
+            check_upload_size(upload_file, signed.services.settings.max_upload_mb)
             outcome = await signed.services.knowledge.documents.ingest(
                 kb, upload_file.filename or "", await upload_file.read(), content_type=upload_file.content_type
             )
@@ -110,7 +113,7 @@ async def document_action(doc_id: str, action: str, request: Request, signed: Si
             return await knowledge_page(request, signed, 404, kb=record.kb, problems=[f"No action {action!r}"])
     except (GatewayError, RagError) as exc:
         return await knowledge_page(request, signed, 422, problems=[str(exc)])
-    return RedirectResponse(f"{PREFIX}/knowledge?kb={quote(record.kb)}&done={quote(done)}", status_code=303)
+    return RedirectResponse(f"{PREFIX}/knowledge?kb={quote(record.kb)}&done={notice(signed, done)}", status_code=303)
 
 
 # The retrieval controls the console's retrieval test offers (the rest: POST /api/kb/search).
@@ -167,7 +170,8 @@ LEG_NAMES = ["bm25", "dense", "fused", "rerank", "llm_rank"]
 async def remove_demo(request: Request, signed: Signed = Depends(admin_only)) -> Response:
     await check_csrf(request, signed)
     removed = await remove_demo_knowledge(signed.services.knowledge)
-    return RedirectResponse(f"{PREFIX}/knowledge?done={quote(f'Removed {removed} demo topics')}", status_code=303)
+    return RedirectResponse(f"{PREFIX}/knowledge?done={notice(signed, f'Removed {removed} demo topics')}",
+                            status_code=303)
 
 
 @router.post("/cache/clear")
@@ -175,5 +179,5 @@ async def clear_cache(request: Request, signed: Signed = Depends(admin_only)) ->
     await check_csrf(request, signed)
     cache = signed.services.knowledge.cache
     cleared = await cache.clear() if cache is not None else 0
-    return RedirectResponse(f"{PREFIX}/knowledge?done={quote(f'Cleared {cleared} cached searches')}",
+    return RedirectResponse(f"{PREFIX}/knowledge?done={notice(signed, f'Cleared {cleared} cached searches')}",
                             status_code=303)

@@ -13,6 +13,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import RedirectResponse, Response
 
+from admin_ui.notices import notice
 from admin_ui.render import page
 from admin_ui.security import PREFIX, Signed, admin_only, check_csrf, signed_in
 from gateway.core.errors import GatewayError
@@ -118,7 +119,7 @@ async def save(request: Request, signed: Signed = Depends(admin_only)) -> Respon
     except (GatewayError, ValueError, TypeError) as exc:
         message = exc.message if isinstance(exc, GatewayError) else str(exc)
         return await _page(request, signed, 422, typed=typed, error_form=form_name, error=message)
-    return RedirectResponse(f"{PREFIX}/live?done=saved+{form_name}", status_code=303)
+    return RedirectResponse(f"{PREFIX}/live?done={notice(signed, f'saved {form_name}')}", status_code=303)
 
 
 @router.post("/sections")
@@ -141,4 +142,5 @@ async def section(request: Request, signed: Signed = Depends(admin_only)) -> Res
     except (FieldError, GatewayError) as exc:
         return await _page(request, signed, 422, persona_id=persona_id, section_error=exc.message,
                            typed_section={"section": name, "value": value})
-    return RedirectResponse(f"{PREFIX}/live?persona={persona_id}&done=section+{name}", status_code=303)
+    return RedirectResponse(f"{PREFIX}/live?persona={persona_id}&done={notice(signed, f'section {name}')}",
+                            status_code=303)

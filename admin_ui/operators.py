@@ -6,6 +6,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import RedirectResponse, Response
 
+from admin_ui.notices import notice
 from admin_ui.render import page
 from admin_ui.security import PREFIX, Signed, admin_only, check_csrf
 from gateway.core.errors import GatewayError
@@ -34,7 +35,7 @@ async def add(request: Request, signed: Signed = Depends(admin_only)) -> Respons
         await signed.services.operators.create(username, str(form.get("password", "")), role)  # type: ignore[arg-type]
     except GatewayError as exc:  # shown next to the form, with what was typed kept
         return await _list(request, signed, 422, error=str(exc), typed={"username": username, "role": role})
-    return RedirectResponse(f"{PREFIX}/operators?done=added+{username}", status_code=303)
+    return RedirectResponse(f"{PREFIX}/operators?done={notice(signed, f'added {username}')}", status_code=303)
 
 
 @router.post("/{username}")
@@ -57,4 +58,4 @@ async def change(username: str, request: Request, signed: Signed = Depends(admin
             return await _list(request, signed, 422, error=f"unknown action {action!r}")
     except GatewayError as exc:
         return await _list(request, signed, 422, error=str(exc))
-    return RedirectResponse(f"{PREFIX}/operators?done={action}+{username}", status_code=303)
+    return RedirectResponse(f"{PREFIX}/operators?done={notice(signed, f'{action} {username}')}", status_code=303)

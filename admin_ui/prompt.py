@@ -11,6 +11,7 @@ import difflib
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import RedirectResponse, Response
 
+from admin_ui.notices import notice
 from admin_ui.render import page
 from admin_ui.security import PREFIX, Signed, admin_only, check_csrf, signed_in
 from gateway.core.errors import GatewayError
@@ -58,7 +59,8 @@ async def _save(request: Request, signed: Signed, name: str, source: str, expect
     except GatewayError as exc:  # broken, over budget, or stale: said next to the editor, the text kept
         return await _page(request, signed, name, 422 if isinstance(exc, TemplateInvalid) else 409,
                            typed=source, error=exc.message, error_line=getattr(exc, "line", None))
-    return RedirectResponse(f"{PREFIX}/prompt?name={name}&done={done}", status_code=303)
+    return RedirectResponse(f"{PREFIX}/prompt?name={name}&done={notice(signed, done.replace('+', ' '))}",
+                            status_code=303)
 
 
 @router.post("/save")

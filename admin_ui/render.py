@@ -11,6 +11,7 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
+from admin_ui.notices import shown
 from admin_ui.security import Signed
 
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
@@ -33,13 +34,16 @@ NAV = (
     ("Live data", "/admin/live"),
     ("Inbox", "/admin/inbox"),
 )
-ADMIN_NAV = (("Operators", "/admin/operators"),)
+ADMIN_NAV = (("Operators", "/admin/operators"), ("Channels", "/admin/channels"))
 
 
 def page(
     request: Request, template: str, signed: Signed | None, status_code: int = 200, **context: Any
 ) -> HTMLResponse:
     nav = [*NAV, *(ADMIN_NAV if signed and signed.is_admin else ())]
+    for key in ("done", "notice"):  # from ?done=: only a notice the console made for this session shows
+        if key in context:
+            context[key] = shown(signed, context[key])
     return TEMPLATES.TemplateResponse(
         request, template,
         {

@@ -11,6 +11,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from admin_ui import (
+    channels,
     conversations,
     inbox,
     kb_jobs,
@@ -77,5 +78,6 @@ def install(app: FastAPI, context: ChannelContext) -> None:
     for error in (redis.RedisError, GatewayError):
         app.add_exception_handler(error, _console_failures(app.exception_handlers[error]))
     app.mount(f"{PREFIX}/static", StaticFiles(directory=Path(__file__).parent / "static"), name="console-static")
-    for module in (signin, overview, operators, topics, kb_jobs, knowledge, inbox, conversations, prompt, live_data):
+    for module in (signin, overview, operators, channels, topics, kb_jobs, knowledge, inbox, conversations, prompt,
+                   live_data):
         app.include_router(module.router, default_response_class=HTMLResponse, responses=CONSOLE_RESPONSES)

@@ -1,6 +1,8 @@
 """Sign-in and sign-out. A wrong username or password gets one message, whichever was wrong;
-failures are limited per username and per client address (``SWITCHBOARD_SIGNIN_FAILURES_*``): past
-either limit even the right password waits, on a readable page with ``Retry-After``."""
+failures are limited per username and per client address (``SWITCHBOARD_SIGNIN_FAILURES_*``, counted
+before the password check, gateway/conversation/signin_guard.py): past either limit even the right
+password waits, on a readable page with ``Retry-After`` — except, past the account's limit, from an
+address that recently signed in to that account."""
 
 from __future__ import annotations
 
@@ -50,7 +52,7 @@ async def login_form(request: Request, next: str | None = None) -> Response:
 @router.post("/login")
 async def login(request: Request) -> Response:
     services = services_of(request)
-    assert services.operators and services.console_sessions and services.rate_limits
+    assert services.operators and services.console_sessions
     form = await request.form()
     username = str(form.get("username", "")).strip().lower()[:64]
     password = str(form.get("password", ""))
@@ -60,11 +62,9 @@ async def login(request: Request) -> Response:
     if not expected or not hmac.compare_digest(sent, expected):
         return _login_page(request, next_path=next_path, username=username, status_code=403,
                            error="The sign-in form expired. Please try again.")
-    per_account, per_address = services.rate_limits.signin_account, services.rate_limits.signin_address
-    address = client_address(request)
-    try:
-        await per_account.check(username)
-        await per_address.check(address)
+    assert services.signin is not None
+    try:  # counted before the password is checked, so a burst cannot outrun the limit
+        admission = await services.signin.admit(username, client_address(request))
     except RateLimited as exc:
         wait = exc.retry_after_s
         when = f"{wait} second(s)" if wait < 60 else f"{round(wait / 60)} minute(s)"
@@ -74,10 +74,8 @@ async def login(request: Request) -> Response:
         return response
     operator = await services.operators.verify(username, password) if username and password else None
     if operator is None:
-        await per_account.failed(username)
-        await per_address.failed(address)
         return _login_page(request, next_path=next_path, username=username, status_code=401, error=INVALID)
-    await per_account.clear(username)
+    await services.signin.succeeded(admission)
     cookie, _ = await services.console_sessions.open(operator.username)
     response = RedirectResponse(next_path, status_code=303)
     response.set_cookie(COOKIE, cookie, httponly=True, samesite="lax", secure=_secure(request), path=PREFIX,

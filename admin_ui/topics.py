@@ -12,6 +12,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import RedirectResponse, Response
 
+from admin_ui.notices import notice
 from admin_ui.render import page
 from admin_ui.security import PREFIX, Signed, admin_only, check_csrf, signed_in
 from gateway.core.errors import GatewayError
@@ -118,7 +119,7 @@ async def save_topic(request: Request, signed: Signed = Depends(admin_only)) -> 
         return _editor(request, signed, kb, typed, 422, creating=creating, version=version, field=field,
                        error=f"{field.capitalize()}: {exc.message}")
     await base.upsert(topic)
-    return RedirectResponse(f"{PREFIX}/knowledge/topics?kb={quote(kb)}&done={quote('saved ' + topic.source)}",
+    return RedirectResponse(f"{PREFIX}/knowledge/topics?kb={quote(kb)}&done={notice(signed, 'saved ' + topic.source)}",
                             status_code=303)
 
 
@@ -129,4 +130,4 @@ async def delete_topic(request: Request, signed: Signed = Depends(admin_only)) -
     kb, source = str(form.get("kb", MAIN_KB)), str(form.get("source", ""))
     deleted = await (await _base(signed, kb)).delete(source)
     done = f"deleted {source}" if deleted else f"{source} was already gone"
-    return RedirectResponse(f"{PREFIX}/knowledge/topics?kb={quote(kb)}&done={quote(done)}", status_code=303)
+    return RedirectResponse(f"{PREFIX}/knowledge/topics?kb={quote(kb)}&done={notice(signed, done)}", status_code=303)

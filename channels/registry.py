@@ -10,6 +10,7 @@ from fastapi import APIRouter, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from starlette.routing import Route
 
+from channels.connections import install_connections
 from gateway.channel import PUBLIC, ChannelAdapter, ChannelContext, InboxHandler, Settings, describe_operation
 
 
@@ -83,6 +84,7 @@ def install_worker(context: ChannelContext) -> None:
     send replies, closed when the worker stops."""
     adapters = build_adapters(context)
     _register_handlers(context, adapters)
+    install_connections(context, routes=False)
     for adapter in adapters.values():
         context.on_stop.append(adapter.stop)
 
@@ -91,6 +93,10 @@ def install(app: FastAPI, context: ChannelContext) -> None:
     """The ``switchboard.plugins`` entry point: mount every configured channel on the app."""
     adapters = build_adapters(context)
     _register_handlers(context, adapters)
+    for kind in install_connections(context, routes=True):  # channel connections' webhooks, matched first
+        app.router.routes[:0] = kind.routes()
+        for path, operation in kind.described().items():
+            describe_operation(app, path, "post", operation)
     for name, adapter in adapters.items():
         _mount(app, adapter.router())
         _describe_webhooks(app, name)

@@ -29,14 +29,15 @@ from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
 from channels import webhook_docs
+from channels.connection_capabilities import SLACK
 from channels.delivery import deliver_parts, reject_unverified, turn_runner
 from channels.errors import ChannelRateLimited, ChannelRejected, ChannelUnavailable
 from channels.outbound_retry import RetryPolicy
 from channels.render import render
 from gateway.channel import (
     BadRequest,
-    Capabilities,
     ChannelContext,
+    Connection,
     Delivery,
     DeliveryRejected,
     DeliveryReport,
@@ -44,6 +45,9 @@ from gateway.channel import (
     InvalidJSON,
     TurnWork,
     decode_json,
+    delivery_id,
+    order_key,
+    scoped,
 )
 
 __all__ = ["SlackAdapter", "SlackEvent", "SlackSink", "build"]
@@ -53,7 +57,7 @@ CHANNEL = "slack"
 EVENTS_PATH = "/channels/slack/events"
 # what the OpenAPI document says this vendor sends here (the routes read raw bodies)
 WEBHOOKS = {EVENTS_PATH: webhook_docs.SLACK_EVENTS}
-CAPABILITIES = Capabilities(max_length=40_000, markup="mrkdwn")
+CAPABILITIES = SLACK
 _MENTION = re.compile(r"<@[UW][A-Z0-9]+(?:\|[^>]*)?>")
 QUEUED_EVENTS = ("app_mention", "message")
 _WORK = "switchboard_work"
@@ -130,9 +134,11 @@ class SlackAdapter:
     name = CHANNEL
     capabilities = CAPABILITIES
 
-    def __init__(self, context: ChannelContext, client: AsyncWebClient, signing_secret: str) -> None:
+    def __init__(self, context: ChannelContext, client: AsyncWebClient, signing_secret: str,
+                 connection: Connection | None = None) -> None:
         self.context = context
         self.client = client
+        self.connection = connection  # a channel connection's app (its ids, customers and agent); None: the env's
         self.policy = RetryPolicy.from_settings(context.settings)
         self.runner = turn_runner(context)
         self.verifier = SignatureVerifier(signing_secret)
@@ -176,8 +182,10 @@ class SlackAdapter:
         event_id = envelope.get("event_id")
         if not isinstance(event_id, str) or not event_id:
             raise BadRequest("Slack event_callback without an event_id")
-        order_key = f"{event.get('channel')}:{event.get('thread_ts') or ''}"
-        await self.context.ack_delivery(CHANNEL, event_id, order_key, body)
+        order = f"{event.get('channel')}:{event.get('thread_ts') or ''}"
+        if self.connection is not None:
+            event_id, order = delivery_id(self.connection.id, event_id), order_key(self.connection.id, order)
+        await self.context.ack_delivery(CHANNEL, event_id, order, body)
         return Response(status_code=200)
 
     # -- a turn consumer hands queued events back here -----------------------------------------
@@ -239,6 +247,8 @@ class SlackAdapter:
             text=text,
             thread=thread,
         )
+        if self.connection is not None:
+            inbound = scoped(inbound, self.connection)
         turn = await self.context.pipeline.accept(inbound, delivery_id=delivery_id)
         return None if turn is None else TurnWork(turn, SlackSink(self.client, event.channel, reply_ts, self.policy))
 

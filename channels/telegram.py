@@ -28,6 +28,7 @@ from fastapi import APIRouter, Request, Response
 from pydantic import ValidationError
 
 from channels import webhook_docs
+from channels.connection_capabilities import TELEGRAM
 from channels.delivery import deliver_parts, reject_unverified, run_work, turn_runner
 from channels.errors import ChannelRateLimited, ChannelRejected, ChannelUnavailable
 from channels.outbound_retry import RetryPolicy, send_with_retry
@@ -45,7 +46,6 @@ from channels.telegram_updates import (
 )
 from gateway.channel import (
     BadRequest,
-    Capabilities,
     ChannelContext,
     ChannelDeliveryError,
     Delivery,
@@ -66,7 +66,7 @@ WEBHOOK_PATH = "/channels/telegram/webhook"
 WEBHOOKS = {WEBHOOK_PATH: webhook_docs.TELEGRAM_UPDATE}
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 ALLOWED_UPDATES = ["message", "edited_message"]
-CAPABILITIES = Capabilities(max_length=4096, markup="html", typing=True, edit=True)
+CAPABILITIES = TELEGRAM
 UNPARSABLE = "can't parse entities"  # Telegram's 400 for HTML it cannot read
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import aiohttp
 from fastapi import Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from twilio.base.exceptions import TwilioRestException
 from twilio.http.async_http_client import AsyncTwilioHttpClient
 from twilio.http.response import Response as TwilioResponse
@@ -69,9 +69,12 @@ class CallWebhook(BaseModel):
     confidence: float | None = Field(default=None, alias="Confidence")
 
 
-async def verified_form(request: Request, context: ChannelContext, channel: str) -> dict[str, str]:
-    """The webhook's form parameters, once ``X-Twilio-Signature`` proved Twilio sent them; else 403."""
-    token = context.settings.twilio_auth_token
+async def verified_form(request: Request, context: ChannelContext, channel: str,
+                        auth_token: str | None = None) -> dict[str, str]:
+    """The webhook's form parameters, once ``X-Twilio-Signature`` proved Twilio sent them; else 403.
+
+    Signed with ``auth_token`` when given (a connection's account), else the settings' account."""
+    token = SecretStr(auth_token) if auth_token else context.settings.twilio_auth_token
     form = await request.form()
     url = context.settings.public_url.rstrip("/") + request.url.path
     if request.url.query:
@@ -88,9 +91,12 @@ async def verified_form(request: Request, context: ChannelContext, channel: str)
 class TwilioRest:
     """Sends SMS through twilio's REST client; vendor errors leave as the channel error tree."""
 
-    def __init__(self, context: ChannelContext) -> None:
+    def __init__(self, context: ChannelContext, account: tuple[str, str] | None = None,
+                 from_number: str | None = None) -> None:
+        """The settings' account, or ``account`` = (account SID, auth token) of a connection."""
         self.settings = context.settings
-        self.from_number = context.settings.twilio_from_number
+        self.from_number = from_number or context.settings.twilio_from_number
+        self.account = account
         self._http: _HeaderKeepingHttpClient | None = None
         self._client: Client | None = None
 
@@ -98,11 +104,12 @@ class TwilioRest:
         """Built on first use, inside the running loop its aiohttp session belongs to."""
         if self._client is None:
             settings = self.settings
-            assert settings.twilio_auth_token is not None
+            if self.account is None:
+                assert settings.twilio_auth_token is not None and settings.twilio_account_sid is not None
+                self.account = (settings.twilio_account_sid, settings.twilio_auth_token.get_secret_value())
             self._http = _HeaderKeepingHttpClient(timeout=15)
             # a non-empty environment keeps twilio from reading TWILIO_EDGE / TWILIO_REGION from os.environ
-            self._client = Client(settings.twilio_account_sid, settings.twilio_auth_token.get_secret_value(),
-                                  http_client=self._http, environment={"SWITCHBOARD": "1"})
+            self._client = Client(*self.account, http_client=self._http, environment={"SWITCHBOARD": "1"})
             self._client.api.base_url = settings.twilio_api_base.rstrip("/")
         return self._client
 
@@ -110,11 +117,13 @@ class TwilioRest:
         if self._http is not None:
             await self._http.close()
 
-    async def send_sms(self, to: str, body: str, from_: str | None = None, idempotency_token: str | None = None) -> str:
+    async def send_sms(self, to: str, body: str, from_: str | None = None, idempotency_token: str | None = None,
+                       status_callback: str | None = None) -> str:
         sender = from_ or self.from_number
         token = _idempotency_token.set(idempotency_token)  # this task's context: no other send sees it
+        extra = {"status_callback": status_callback} if status_callback else {}
         try:
-            message = await self._rest().messages.create_async(to=to, from_=sender, body=body)
+            message = await self._rest().messages.create_async(to=to, from_=sender, body=body, **extra)
         except TwilioRestException as exc:
             detail = f"twilio Messages: HTTP {exc.status} {exc.code or ''} {exc.msg}".strip()
             if exc.status == 429:
@@ -129,6 +138,18 @@ class TwilioRest:
         finally:
             _idempotency_token.reset(token)
         return str(message.sid)
+
+    async def account_name(self) -> str:
+        """Who the credentials belong to (``GET /Accounts/<sid>.json``); the channel error tree otherwise."""
+        sid = self._rest().username
+        try:
+            account = await self._rest().api.v2010.accounts(sid).fetch_async()
+        except TwilioRestException as exc:
+            detail = f"twilio Accounts: HTTP {exc.status} {exc.code or ''} {exc.msg}".strip()
+            raise (ChannelUnavailable if exc.status >= 500 or exc.status == 429 else ChannelRejected)(detail) from exc
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise ChannelUnavailable(f"twilio Accounts: {type(exc).__name__}: {exc}") from exc
+        return str(account.friendly_name or sid)
 
 
 def twilio_configured(context: ChannelContext) -> bool:

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from twilio.twiml.messaging_response import MessagingResponse
 
 from channels import webhook_docs
+from channels.connection_capabilities import TWILIO_SMS
 from channels.delivery import deliver_parts, turn_runner
 from channels.errors import ChannelRejected
 from channels.outbound_retry import RetryPolicy
@@ -25,13 +26,13 @@ from channels.twilio_rest import SmsWebhook, TwilioRest, twilio_configured, veri
 from gateway.channel import (
     Attachment,
     BadRequest,
-    Capabilities,
     ChannelContext,
     Delivery,
     DeliveryRejected,
     DeliveryReport,
     InboundMessage,
     RedisStore,
+    Settings,
     TurnWork,
 )
 
@@ -42,7 +43,7 @@ CHANNEL = "twilio_sms"
 SMS_PATH = "/channels/twilio/sms"
 # what the OpenAPI document says this vendor sends here (the routes read raw bodies)
 WEBHOOKS = {SMS_PATH: webhook_docs.TWILIO_SMS}
-CAPABILITIES = Capabilities(max_length=1600, markup="plain", citations="drop")
+CAPABILITIES = TWILIO_SMS
 # Twilio's default opt-out keywords (Advanced Opt-Out off or on, these are the standard sets)
 STOP_WORDS = frozenset({"STOP", "STOPALL", "UNSUBSCRIBE", "CANCEL", "END", "QUIT", "OPTOUT", "REVOKE"})
 START_WORDS = frozenset({"START", "YES", "UNSTOP"})
@@ -68,9 +69,10 @@ def twiml(text: str | None = None) -> Response:
 
 
 class OptOuts:
-    def __init__(self, store: RedisStore) -> None:
+    def __init__(self, store: RedisStore, connection_id: str | None = None) -> None:
+        """The numbers that texted STOP to the settings' number, or to one connection's."""
         self.store = store
-        self.key = store.key("sms", "opted_out")
+        self.key = store.key("sms", "opted_out", *([connection_id] if connection_id else []))
 
     async def stop(self, number: str) -> None:
         await self.store.redis.sadd(self.key, number)
@@ -80,6 +82,40 @@ class OptOuts:
 
     async def opted_out(self, number: str) -> bool:
         return bool(await self.store.redis.sismember(self.key, number))
+
+
+def queued_sms(delivery: Delivery) -> SmsWebhook:
+    try:
+        return SmsWebhook.model_validate(delivery.json())
+    except (ValidationError, ValueError) as exc:
+        raise DeliveryRejected("not a Twilio SMS webhook (MessageSid, From, To expected)") from exc
+
+
+def inbound_of(sms: SmsWebhook) -> InboundMessage:
+    return InboundMessage(
+        channel=CHANNEL,
+        external_user_id=sms.from_,
+        external_message_id=sms.message_sid,
+        identity=f"phone:{sms.from_}",
+        text=sms.body.strip(),
+        attachments=tuple(Attachment(kind="media") for _ in range(sms.num_media)),
+    )
+
+
+async def answered_in_webhook(sms: SmsWebhook, opt_outs: OptOuts, settings: Settings) -> Response | None:
+    """STOP, START, HELP and an empty message are answered in the webhook's TwiML; None for the rest."""
+    match keyword(sms.body):
+        case "stop":
+            await opt_outs.stop(sms.from_)
+            return twiml()  # Twilio confirms the opt-out itself
+        case "start":
+            await opt_outs.start(sms.from_)
+            return twiml(settings.sms_resubscribed_message)
+        case "help":
+            return twiml(settings.sms_help_message)
+    if not sms.body.strip():
+        return twiml(settings.channel_unsupported_message)
+    return None
 
 
 class SmsSink:
@@ -133,43 +169,23 @@ class TwilioSmsAdapter:
             sms = SmsWebhook.model_validate(form)
         except ValidationError as exc:
             raise BadRequest("not a Twilio SMS webhook (MessageSid, From, To expected)") from exc
-        settings = self.context.settings
-        match keyword(sms.body):
-            case "stop":
-                await self.opt_outs.stop(sms.from_)
-                return twiml()  # Twilio confirms the opt-out itself
-            case "start":
-                await self.opt_outs.start(sms.from_)
-                return twiml(settings.sms_resubscribed_message)
-            case "help":
-                return twiml(settings.sms_help_message)
-        if not sms.body.strip():
-            return twiml(settings.channel_unsupported_message)
+        answer = await answered_in_webhook(sms, self.opt_outs, self.context.settings)
+        if answer is not None:
+            return answer
         await self.context.ack_delivery(CHANNEL, sms.message_sid, sms.from_, json.dumps(form))
         return twiml()
 
     # -- a turn consumer hands queued messages back here ---------------------------------------
     @staticmethod
     def _sms(delivery: Delivery) -> SmsWebhook:
-        try:
-            return SmsWebhook.model_validate(delivery.json())
-        except (ValidationError, ValueError) as exc:
-            raise DeliveryRejected("not a Twilio SMS webhook (MessageSid, From, To expected)") from exc
+        return queued_sms(delivery)
 
     async def accept(self, delivery: Delivery) -> TurnWork | None:
         sms = self._sms(delivery)
         if await self.opt_outs.opted_out(sms.from_):
             log.info("SMS %s from an opted-out number; not answered", sms.message_sid)
             return None
-        inbound = InboundMessage(
-            channel=CHANNEL,
-            external_user_id=sms.from_,
-            external_message_id=sms.message_sid,
-            identity=f"phone:{sms.from_}",
-            text=sms.body.strip(),
-            attachments=tuple(Attachment(kind="media") for _ in range(sms.num_media)),
-        )
-        turn = await self.context.pipeline.accept(inbound, delivery_id=delivery.id)
+        turn = await self.context.pipeline.accept(inbound_of(sms), delivery_id=delivery.id)
         return None if turn is None else TurnWork(turn, self.sink_for(delivery))
 
     def sink_for(self, delivery: Delivery) -> SmsSink:

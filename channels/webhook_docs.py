@@ -59,3 +59,23 @@ TWILIO_STATUS = webhook_operation(
     "Twilio call status callback", body=_form(["CallSid"], **_CALL, CallDuration=_STRING),
     headers=_TWILIO_SIGNATURE, answers={"204": {"description": "Recorded"}},
 )
+WHATSAPP = webhook_operation(
+    "Twilio incoming WhatsApp message (a connection)",
+    body=_form(["MessageSid", "From", "To"], MessageSid=_STRING, AccountSid=_STRING, From=_STRING, To=_STRING,
+               Body=_STRING, NumMedia=_STRING, MediaUrl0=_STRING, MediaContentType0=_STRING, ProfileName=_STRING),
+    headers=_TWILIO_SIGNATURE, answers=_TWIML,
+)
+WHATSAPP_STATUS = webhook_operation(
+    "Twilio status callback of a WhatsApp reply (a connection)",
+    body=_form(["MessageSid", "MessageStatus"], MessageSid=_STRING, MessageStatus=_STRING, ErrorCode=_STRING,
+               To=_STRING, From=_STRING),
+    headers=_TWILIO_SIGNATURE, answers=_TWIML,
+)
+_CONNECTION_ID = {"name": "connection_id", "in": "path", "required": True, "schema": {"type": "string"},
+                  "description": "The connection's id (GET /api/connections); unknown or disabled: 404"}
+
+
+def for_connection(operation: dict[str, Any]) -> dict[str, Any]:
+    """A vendor webhook's operation on a connection's path: the same, with the connection id in the path."""
+    return {**operation, "parameters": [_CONNECTION_ID, *operation.get("parameters", [])]}
+

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from gateway.connections.model import Connection
+from gateway.connections.routing import delivery_id, order_key, scope_identity, scope_thread, scoped, split_delivery_id
+from gateway.connections.store import ConnectionStore
+from gateway.connections.verify import ConnectionVerifier, CredentialsRefused, VendorUnreachable
 from gateway.conversation.store import RedisStore
 from gateway.core.errors import (
     BadRequest,
@@ -45,12 +49,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Attachment", "BadRequest", "Capabilities", "ChannelAdapter", "ChannelContext", "ChannelDeliveryError",
-    "Conflict", "Delivery", "DeliveryRejected", "DeliveryReport", "EndReason", "Forbidden", "GatewayError",
+    "Conflict", "Connection", "ConnectionStore", "ConnectionVerifier", "CredentialsRefused", "Delivery",
+    "DeliveryRejected", "DeliveryReport", "EndReason", "Forbidden", "GatewayError",
     "InboundMessage", "InboxHandler", "InvalidInput", "InvalidJSON", "JSONBodyRoute", "Markup", "Message",
     "NotFound", "PUBLIC", "PayloadTooLarge", "RateLimited", "RedisStore", "ReplySink", "Role", "SendWork",
     "ServiceUnavailable", "Settings", "SourceRef", "Turn", "TurnOutcome", "TurnRunner", "TurnWork", "Unauthorized",
     "Work", "bearer_token", "chat_page_policy", "client_address", "decode_json", "describe_operation", "failure",
-    "webhook_operation",
+    "webhook_operation", "VendorUnreachable", "delivery_id", "order_key", "scope_identity", "scope_thread", "scoped",
+    "split_delivery_id",
 ]
 
 

@@ -16,11 +16,15 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from rq import Queue
 
 from gateway.agents.api_keys import ApiKeys
-from gateway.agents.channel_agent import ChannelAgent
+from gateway.agents.channel_agent import AgentInstructions, ChannelAgent
 from gateway.agents.runner import AgentRunner
 from gateway.agents.settings_agent import sync_channel_agent
 from gateway.agents.store import AgentStore
 from gateway.catalogue import CUSTOMER_ATTRIBUTES, PERSONA_ATTRIBUTES
+from gateway.connections.secrets import CredentialBox
+from gateway.connections.service import Connections
+from gateway.connections.store import ConnectionStore
+from gateway.connections.verify import ConnectionVerifier
 from gateway.conversation.attributes import CustomerAttributes, PersonaAttributes
 from gateway.conversation.console_sessions import ConsoleSessions
 from gateway.conversation.handoff import Handoffs
@@ -30,6 +34,7 @@ from gateway.conversation.memory import Memory
 from gateway.conversation.operators import Operators
 from gateway.conversation.rate_limit import RateLimits
 from gateway.conversation.sessions import Sessions
+from gateway.conversation.signin_guard import SignInGuard
 from gateway.conversation.store import RedisStore
 from gateway.conversation.turn_lock import TurnLock
 from gateway.core.client_address import ClientAddresses
@@ -106,6 +111,9 @@ class ChannelContext:
     on_start: list[Hook]
     on_stop: list[Hook]
     rate_limits: RateLimits | None = None  # web chat's sessions and messages (README: Rate limits)
+    # conn (issue 28): connections the webhooks route by, and each kind's vendor check (channels fill it)
+    connections: ConnectionStore | None = None
+    connection_verifiers: dict[str, ConnectionVerifier] = field(default_factory=dict)
 
     async def ack_delivery(self, channel: str, dedup_id: str, order_key: str, body: str | bytes) -> bool:
         """Queue a verified delivery in the inbox (one round trip); False, counted, for a vendor's retry."""
@@ -148,6 +156,7 @@ class Services:
     console_sessions: ConsoleSessions | None = None
     rate_limits: RateLimits | None = None  # every limited surface (README: Rate limits)
     client_addresses: ClientAddresses | None = None  # who a request comes from, for the rate limits
+    signin: SignInGuard | None = None  # the console's sign-in limit, counted before the password check
     handoffs: Handoffs | None = None  # who answers each conversation: the bot or a person
     desk: OperatorDesk | None = None  # the operator's side of a handoff
     conversations: ConversationList | None = None  # the filtered conversation list
@@ -156,6 +165,7 @@ class Services:
     agent_runner: AgentRunner | None = None  # one invocation of an agent version
     live_feed: LiveFeed | None = None  # stored messages and handoff changes as they happen
     direct_sinks: dict[str, DirectSink] = field(default_factory=dict)
+    connections: Connections | None = None  # conn (issue 28): channel connections added at run time
     on_start: list[Hook] = field(default_factory=list)
     on_stop: list[Hook] = field(default_factory=list)
 
@@ -197,7 +207,8 @@ class Services:
         queues = {q: Queue(settings.queue_name(q), connection=sync) for q in QUEUES}
         mutex = RedisMutex(redis, store.prefix)
         cache = SemanticCache(redis, store.prefix, ttl_s=settings.semantic_cache_ttl_s,
-                              max_entries=settings.semantic_cache_max_entries)
+                              max_entries=settings.semantic_cache_max_entries,
+                              max_entry_bytes=settings.semantic_cache_max_entry_bytes)
         knowledge = Knowledge(settings, llm, document_lock=lambda doc_id: mutex.hold(f"document:{doc_id}"),
                               cache=cache, metrics=metrics)
         rag_modes: dict[str, RagMode] = {}  # filled by the channels as they are installed
@@ -225,7 +236,8 @@ class Services:
         )
         handoffs = Handoffs(store)
         pipeline = TurnPipeline(
-            settings, store, sessions, memory, lock, prompts, responder, events, metrics, preparers=[rag, citing],
+            settings, store, sessions, memory, lock, prompts, responder, events, metrics,
+            preparers=[rag, citing, AgentInstructions(channel_agent)],  # conn (issue 28): a connection's agent
             handoffs=handoffs,
         )
         services = cls(
@@ -251,12 +263,14 @@ class Services:
         )
         services.readiness["qdrant"] = lambda: knowledge.kb.ping()
         services.ingest_jobs = IngestJobs(store)
-        services.operators = Operators(store)
+        services.operators = Operators(store, concurrent_checks=settings.signin_concurrent_checks)
         services.console_sessions = ConsoleSessions(
             store, idle_s=settings.console_idle_s, absolute_s=settings.console_max_age_s
         )
         services.rate_limits = RateLimits.build(store, settings, metrics)
         services.client_addresses = ClientAddresses(settings.trusted_proxies)
+        services.signin = SignInGuard(services.rate_limits.signin_account, services.rate_limits.signin_address,
+                                      settings.signin_known_address_days * 86_400)
         services.on_start.append(services._first_admin)
         services.appends = _appends(settings, knowledge, customer_attributes, services.ingest_jobs, llm, queues, mutex,
                                     resolver, services.on_stop)
@@ -276,6 +290,9 @@ class Services:
         services.api_keys = ApiKeys(store, settings.api_key_rate_limit_per_min, services.rate_limits.api_keys)
         services.agent_runner = AgentRunner(settings, store, sessions, memory, knowledge, llm, tool_support)
         services.on_start.append(services._channel_agent)
+        services.connections = Connections(settings, ConnectionStore(store, CredentialBox(
+            settings.secret_key.get_secret_value() if settings.secret_key else None)), agents, {})
+        services.on_start.append(services._rotate_connection_keys)
         services.on_stop.append(services.live_feed.stop)
         if consume_inbox if consume_inbox is not None else settings.inbox_consumer:
             services.consumer = InboxConsumer(
@@ -323,6 +340,17 @@ class Services:
         except Exception as exc:  # Redis down at start: /readyz says so
             log.warning("could not check the channels' agent: %s", exc)
 
+    async def _rotate_connection_keys(self) -> None:
+        """Connections' credentials sealed under an older ``SWITCHBOARD_SECRET_KEY`` are re-sealed under the newest."""
+        if self.connections is None or not self.connections.store.box.ready:
+            return
+        try:
+            changed = await self.connections.store.rotate_keys()
+            if changed:
+                log.info("connections: re-encrypted %d connection(s) under the newest secret key", changed)
+        except Exception as exc:  # Redis down at start: the next start does it
+            log.warning("connections: could not re-encrypt under the newest key: %s", exc)
+
     async def _first_admin(self) -> None:
         """``SWITCHBOARD_ADMIN_PASSWORD`` makes the first console admin when there is no account yet."""
         password = self.settings.admin_password
@@ -349,6 +377,8 @@ class Services:
             turns=self.turns, inbox=self.inbox, metrics=self.metrics, inbox_handlers=self.inbox_handlers,
             rag_modes=self.rag.rag_modes, capabilities=self.pipeline.capabilities, direct_sinks=self.direct_sinks,
             live=self.live_feed, on_start=self.on_start, on_stop=self.on_stop, rate_limits=self.rate_limits,
+            connections=self.connections.store if self.connections else None,
+            connection_verifiers=self.connections.verifiers if self.connections else {},
         )
 
     async def start(self) -> None:

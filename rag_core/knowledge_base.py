@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -98,6 +98,8 @@ class KnowledgeBase:
         self._version = 0
         self._snapshot: tuple[int, PoolIndex] | None = None
         self._pool_count: tuple[int, float, int] | None = None  # (version, when, count) against a server
+        # Awaited with the base's name after every write lands (the semantic cache's write counter).
+        self.on_write: Callable[[str], Awaitable[None]] | None = None
 
     @property
     def dense_enabled(self) -> bool:
@@ -164,7 +166,7 @@ class KnowledgeBase:
         """Delete the collection and everything in it."""
         await self._run(self._client.delete_collection, self.collection_name)
         self._ready = False
-        self._invalidate()
+        await self._wrote()
 
     async def ping(self) -> None:
         await self._run(self._client.get_collections)
@@ -220,7 +222,7 @@ class KnowledgeBase:
                 points=[topic.point_id],
             )
         if points or payload_only:
-            self._invalidate()
+            await self._wrote()
         return UpsertReport(created=created, updated=updated, unchanged=unchanged, embedded=embedded)
 
     async def upsert(self, topic: Topic) -> UpsertReport:
@@ -297,7 +299,7 @@ class KnowledgeBase:
             self.collection_name,
             points_selector=models.PointIdsList(points=[topic_point_id(source)]),
         )
-        self._invalidate()
+        await self._wrote()
         return True
 
     async def delete_many(self, sources: Sequence[str]) -> int:
@@ -310,7 +312,7 @@ class KnowledgeBase:
                 self.collection_name,
                 points_selector=models.PointIdsList(points=[topic_point_id(s) for s in existing]),
             )
-            self._invalidate()
+            await self._wrote()
         return len(existing)
 
     async def sources_with_label(self, label: str) -> list[str]:
@@ -322,6 +324,11 @@ class KnowledgeBase:
     async def delete_label(self, label: str) -> int:
         """Delete every topic carrying ``label``; how many there were."""
         return await self.delete_many(await self.sources_with_label(label))
+
+    async def _wrote(self) -> None:
+        self._invalidate()
+        if self.on_write is not None:
+            await self.on_write(self.name)
 
     def _invalidate(self) -> None:
         # Called after a write lands: a snapshot built from before it carries an older version.

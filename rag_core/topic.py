@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -18,6 +19,10 @@ RAG_CONTEXT_LABEL = "rag_context"
 # one huge topic slows every conversation; the gateway passes SWITCHBOARD_MAX_TOPIC_CHARS.
 MAX_TOPIC_CHARS = 100_000
 _POINT_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "switchboard:kb-topic")
+# A source a person or an import gives: it is an id in URLs (/api/kb/topics/{source}), prompts and logs,
+# so ASCII letters, digits and . _ - : # @ only (document chunks are ``doc:<id>#<n>``).
+SOURCE_CHARS = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:#@-]*")
+SOURCE_RULE = "ASCII letters, digits and . _ - : # @ only, starting with a letter or digit"
 
 
 def _utcnow() -> datetime:
@@ -95,6 +100,8 @@ def parse_topic(data: Mapping[str, Any], *, max_chars: int = MAX_TOPIC_CHARS) ->
         first = exc.errors()[0]
         field = ".".join(str(part) for part in first["loc"]) or "topic"
         raise TopicValidationError(field, first["msg"]) from exc
+    if not SOURCE_CHARS.fullmatch(topic.source):
+        raise TopicValidationError("source", f"{SOURCE_RULE} (got {topic.source!r})")
     size = len(topic.title) + len(topic.summary) + sum(len(fact) for fact in topic.facts)
     if size > max_chars:
         raise TopicValidationError(

@@ -30,3 +30,22 @@ def stop_workers(*procs: subprocess.Popen | None) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def start_gateway(env: dict[str, str], port: int) -> subprocess.Popen:
+    """``switchboard serve`` on ``port`` with ``env`` over this process's environment, once it answers /healthz."""
+    import time
+
+    import httpx
+
+    proc = subprocess.Popen([sys.executable, "-m", "gateway", "serve", "--port", str(port)], env={**os.environ, **env},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    raise AssertionError("the gateway subprocess did not start")

@@ -1,18 +1,22 @@
 """The channels' own agent (id ``SWITCHBOARD_AGENT_ID``) as one of the agent API's agents: each turn
 reads how to retrieve (inline or agentic, how many topics, which knowledge bases) and how to cite
 from its latest version, so a ``PATCH /v1/agents/{id}`` changes the channels too. Read at most every
-``ttl_s`` per process; while it cannot be read (no definition yet, Redis away) the settings decide."""
+``ttl_s`` per process; while it cannot be read (no definition yet, Redis away) the settings decide.
+
+A channel connection may answer as another agent (``agent`` on the inbound message: ``id`` or
+``id@version``): its turns read that agent's definition the same way."""
 
 from __future__ import annotations
 
 import logging
 import time
 
-from gateway.agents.definitions import AgentConfig
-from gateway.agents.store import AgentStore
+from gateway.agents.definitions import DEFAULT_SYSTEM_PROMPT, AgentConfig
+from gateway.agents.store import LATEST, AgentStore
 from gateway.core.errors import GatewayError
 from gateway.knowledge.rag_preparation import RetrievalChoice
 from gateway.turn.citations import CitationPolicy
+from gateway.turn.pipeline import Turn
 
 log = logging.getLogger(__name__)
 
@@ -24,31 +28,64 @@ class ChannelAgent:
         self.agent_id = agent_id
         self.ttl_s = ttl_s
         self.default_citations = citations or CitationPolicy()
-        self._cached: tuple[float, AgentConfig | None] | None = None
+        self._cached: dict[str | None, tuple[float, AgentConfig | None]] = {}
 
-    async def _config(self) -> AgentConfig | None:
+    async def _config(self, agent: str | None = None) -> AgentConfig | None:
         now = time.monotonic()
-        if self._cached is not None and now - self._cached[0] < self.ttl_s:
-            return self._cached[1]
+        cached = self._cached.get(agent)
+        if cached is not None and now - cached[0] < self.ttl_s:
+            return cached[1]
         try:
-            config: AgentConfig | None = (await self.agents.get(self.agent_id)).config
+            config: AgentConfig | None = await self._read(agent)
         except GatewayError:
             config = None  # no definition (yet): the settings decide
         except Exception as exc:  # Redis away: the settings decide until it is back
             log.warning("could not read the channels' agent definition: %s", exc)
             config = None
-        self._cached = (now, config)
+        if len(self._cached) > 1024:
+            self._cached.clear()
+        self._cached[agent] = (now, config)
         return config
 
-    async def choice(self) -> RetrievalChoice | None:
-        config = await self._config()
+    async def _read(self, agent: str | None) -> AgentConfig:
+        if agent is None:
+            return (await self.agents.get(self.agent_id)).config
+        agent_id, _, version = agent.partition("@")
+        return (await self.agents.resolve(agent_id, version or LATEST)).definition.config
+
+    async def choice(self, agent: str | None = None) -> RetrievalChoice | None:
+        config = await self._config(agent)
         if config is None:
             return None
         return RetrievalChoice(mode=config.retrieval_mode, k=config.limit, kbs=tuple(config.knowledge_bases),
                                controls=config.retrieval_controls)
 
-    async def citations(self) -> CitationPolicy | None:
-        config = await self._config()
+    async def citations(self, agent: str | None = None) -> CitationPolicy | None:
+        config = await self._config(agent)
         if config is None or config.citations is None:
             return None
         return config.citations.over(self.default_citations)
+
+    async def instructions(self, agent: str | None) -> str | None:
+        """A connection's agent's system prompt, as the channels' prompt template's instructions (its
+        ``{context_str}`` is the knowledge the template shows, ``{query_str}`` the customer's message)."""
+        if agent is None:
+            return None
+        config = await self._config(agent)
+        if config is None or config.system_prompt == DEFAULT_SYSTEM_PROMPT:
+            return None
+        return (config.system_prompt.replace("{context_str}", "(the knowledge-base context given below)")
+                .replace("{query_str}", "(the customer's latest message)"))
+
+
+class AgentInstructions:
+    """A turn preparer: a turn answered as a connection's own agent follows that agent's system prompt
+    (in place of the business instructions); the channels' agent keeps the console's instructions."""
+
+    def __init__(self, agent: ChannelAgent) -> None:
+        self.agent = agent
+
+    async def prepare(self, turn: Turn) -> None:
+        instructions = await self.agent.instructions(turn.inbound.agent)
+        if instructions is not None:
+            turn.prompt_variables["business_instructions"] = instructions

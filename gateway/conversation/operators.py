@@ -44,8 +44,11 @@ def _check_password(password: str) -> None:
 
 
 class Operators:
-    def __init__(self, store: RedisStore) -> None:
+    def __init__(self, store: RedisStore, concurrent_checks: int = 2) -> None:
         self._store = store
+        # argon2 takes ~64 MiB and a core per hash: a burst of sign-ins queues here instead of
+        # growing the process (SWITCHBOARD_SIGNIN_CONCURRENT_CHECKS).
+        self._slots = asyncio.Semaphore(concurrent_checks)
         self._redis = store.redis
         self._hasher = PasswordHasher()
         self._index = store.key("operators")
@@ -55,7 +58,12 @@ class Operators:
         return self._store.key("operator", username)
 
     async def _hash(self, password: str) -> str:
-        return await asyncio.to_thread(self._hasher.hash, password)
+        async with self._slots:
+            return await asyncio.to_thread(self._hasher.hash, password)
+
+    async def _verify(self, stored: str, password: str) -> None:
+        async with self._slots:
+            await asyncio.to_thread(self._hasher.verify, stored, password)
 
     async def create(self, username: str, password: str, role: Role) -> Operator:
         username = username.strip().lower()
@@ -100,7 +108,7 @@ class Operators:
         # Verifying against the dummy when the username is unknown takes as long as a real check,
         # so response times do not tell which usernames exist.
         try:
-            await asyncio.to_thread(self._hasher.verify, stored.decode() if stored else self._dummy, password)
+            await self._verify(stored.decode() if stored else self._dummy, password)
         except (VerifyMismatchError, VerificationError, InvalidHashError):
             return None
         return await self.get(username) if stored else None

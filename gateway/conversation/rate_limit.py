@@ -41,17 +41,17 @@ class RateLimit:
         self.rule = rule
         self._metrics = metrics
 
-    def _key(self, who: str) -> str:
+    def key(self, who: str) -> str:
         return self.store.key("ratelimit", self.rule.name, who)
 
-    def _refuse(self, limit: int, wait_ms: int) -> RateLimited:
+    def refuse(self, limit: int, wait_ms: int) -> RateLimited:
         self._metrics.rate_limited.labels(self.rule.name).inc()
         wait_s = max(1, -(-wait_ms // 1000))
         return RateLimited(f"too many {self.rule.what}: {limit} per {self.rule.window_s} s; "
                            f"try again in {wait_s} s", retry_after_s=wait_s)
 
     def _queue_count(self, pipe, who: str) -> None:  # noqa: ANN001 - a redis pipeline
-        key = self._key(who)
+        key = self.key(who)
         pipe.set(key, 0, ex=self.rule.window_s, nx=True)  # the window starts at the first event
         pipe.incr(key)
         pipe.pttl(key)
@@ -69,7 +69,7 @@ class RateLimit:
             return
         used, ttl_ms = await self._count(who)
         if used > limit:
-            raise self._refuse(limit, ttl_ms)
+            raise self.refuse(limit, ttl_ms)
 
     @staticmethod
     async def take_each(*takes: tuple[RateLimit, str]) -> None:
@@ -85,26 +85,26 @@ class RateLimit:
         for i, (limit, _) in enumerate(active):
             used, ttl_ms = int(answers[3 * i + 1]), int(answers[3 * i + 2])
             if used > limit.rule.limit:
-                raise limit._refuse(limit.rule.limit, ttl_ms)
+                raise limit.refuse(limit.rule.limit, ttl_ms)
 
     async def check(self, who: str) -> None:
         """Refuse ``who`` while its failures have reached the limit; counts nothing."""
         if self.rule.limit <= 0:
             return
-        key = self._key(who)
+        key = self.key(who)
         async with self.store.redis.pipeline(transaction=False) as pipe:
             pipe.get(key)
             pipe.pttl(key)
             used, ttl_ms = await pipe.execute()
         if used is not None and int(used) >= self.rule.limit and ttl_ms != -2:
-            raise self._refuse(self.rule.limit, max(int(ttl_ms), 1))
+            raise self.refuse(self.rule.limit, max(int(ttl_ms), 1))
 
     async def failed(self, who: str) -> None:
         if self.rule.limit > 0:
             await self._count(who)
 
     async def clear(self, who: str) -> None:
-        await self.store.redis.delete(self._key(who))
+        await self.store.redis.delete(self.key(who))
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,8 @@ class Sessions:
             conv = None
         started = conv is None
         if conv is None:
-            conv = Conversation(persona_id=persona.id, channel=inbound.channel, thread=inbound.thread)
+            conv = Conversation(persona_id=persona.id, channel=inbound.channel, thread=inbound.thread,
+                                connection=inbound.connection)  # conn (issue 28)
         conv.last_activity_at = now
         await self.store.save_conversation(conv, activity_key=self.activity_key, make_active=started)
         if started:

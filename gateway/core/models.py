@@ -70,6 +70,9 @@ class InboundMessage(BaseModel):
     attachments: tuple[Attachment, ...] = ()
     display_name: Text | None = None
     received_at: datetime = Field(default_factory=utcnow)
+    # conn (issue 28): set at the webhook from the channel connection the message came through
+    connection: str | None = None  # its id; None: the environment-configured channel
+    agent: str | None = None  # the agent answering (``id`` or ``id@version``); None: the channels' agent
 
 
 class Persona(BaseModel):
@@ -105,6 +108,7 @@ class Conversation(BaseModel):
     last_activity_at: datetime = Field(default_factory=utcnow)
     ended_at: datetime | None = None
     end_reason: EndReason | None = None
+    connection: str | None = None  # conn (issue 28): the channel connection it came through
 
     @property
     def active(self) -> bool:
@@ -216,6 +220,8 @@ class TurnTrace(BaseModel):
     persona_id: str
     channel: str
     user_message_id: str
+    connection: str | None = None  # conn (issue 28): the channel connection, None for the environment's
+    agent: str | None = None  # conn (issue 28): the agent that answered, None for the channels' agent
     agent_message_id: str | None = None
     model: str | None = None
     responder: str = "llm"  # "llm" | "offline" | "fallback"

@@ -40,7 +40,7 @@ class FetchTooLarge(FetchFailed):
 
 
 class FetchRefused(FetchFailed):
-    """The caller does not want this content type; the body was not read."""
+    """The caller does not want this content type (the body was not read) or redirect target (not requested)."""
 
 
 class _Retryable(Exception):
@@ -186,14 +186,16 @@ class GuardedClient:
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def get(self, url: str, *, accept: Callable[[str], bool] | None = None) -> FetchedResponse:
+    async def get(self, url: str, *, accept: Callable[[str], bool] | None = None,
+                  follow: Callable[[str], bool] | None = None) -> FetchedResponse:
         """The page at ``url`` after redirects. ``OutboundRefused`` for a URL or hop the policy forbids,
-        ``FetchRefused`` for a content type ``accept`` declines, ``FetchTooLarge``, else ``FetchFailed``."""
-        return await self.request("GET", url, accept=accept)
+        ``FetchRefused`` for a content type ``accept`` declines or a redirect target ``follow`` declines
+        (that target is never requested), ``FetchTooLarge``, else ``FetchFailed``."""
+        return await self.request("GET", url, accept=accept, follow=follow)
 
     async def request(
         self, method: str, url: str, *, content: bytes | None = None, headers: dict[str, str] | None = None,
-        accept: Callable[[str], bool] | None = None,
+        accept: Callable[[str], bool] | None = None, follow: Callable[[str], bool] | None = None,
     ) -> FetchedResponse:
         """``get`` for any method. A 303, or a 301/302 after a POST, is followed with a GET and no body
         (as browsers do); 307 and 308 repeat the method and body at the new address."""
@@ -205,7 +207,7 @@ class GuardedClient:
                 await self._sleep(last.wait_s if last.wait_s is not None else backoff)
             try:
                 async with asyncio.timeout(self.limits.timeout_s):
-                    return await self._follow(_Hop(method, url, content, headers or {}), accept)
+                    return await self._follow(_Hop(method, url, content, headers or {}), accept, follow)
             except OutboundBlocked as exc:
                 raise exc.refusal from None
             except OutboundTooLarge as exc:
@@ -228,7 +230,8 @@ class GuardedClient:
         assert last is not None
         raise FetchFailed(url, f"{last.reason} after {tries} tries", last.status)
 
-    async def _follow(self, hop: _Hop, accept: Callable[[str], bool] | None) -> FetchedResponse:
+    async def _follow(self, hop: _Hop, accept: Callable[[str], bool] | None,
+                      follow: Callable[[str], bool] | None = None) -> FetchedResponse:
         url, hops = hop.url, []
         for _ in range(self.limits.max_redirects + 1):
             current = hop.url
@@ -237,7 +240,10 @@ class GuardedClient:
             async with self._http.stream(hop.method, current, content=hop.content, headers=headers) as resp:
                 location = resp.headers.get("location")
                 if resp.status_code in REDIRECTS and location:
-                    hop = hop.redirected(urljoin(current, location), resp.status_code)
+                    target = urljoin(current, location)
+                    if follow is not None and not follow(target):
+                        raise FetchRefused(current, f"redirected to {target}, which is not followed")
+                    hop = hop.redirected(target, resp.status_code)
                     hops.append(hop.url)
                     continue
                 if resp.status_code == 429 or resp.status_code >= 500:

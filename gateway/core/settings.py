@@ -544,6 +544,34 @@ class Settings(BaseSettings):
         default=4, ge=0, description="Turns one process runs in their CPU-heavy phases at once, so webhook acks "
         "come first (0: no bound).")
 
+    # auth branch (issue 26): sign-in limits, the semantic cache's entry cap
+    signin_concurrent_checks: int = Field(default=2, ge=1, description=(
+        "Password checks (argon2, ~64 MiB and one core each) one process runs at once; more wait their turn."))
+    signin_known_address_days: int = Field(default=30, ge=0, description=(
+        "An address that signed in to an account stays known this long: its right password passes even while "
+        "the account's failure limit is reached. 0: no address is trusted past the limit."))
+    semantic_cache_max_entry_bytes: int = Field(default=256 * 1024, ge=1024, description=(
+        "The largest semantic-cache entry (serialized bytes) that is stored; a larger answer is not cached."))
+
+    # conn (issue 28): channel connections
+    secret_key: SecretStr | None = Field(None, description=(
+        "Fernet keys that encrypt channel connections' credentials at rest, comma-separated, newest first "
+        "(the first encrypts, all decrypt: put a new key in front to rotate); unset: connections with "
+        "credentials cannot be added"))
+
+    @field_validator("secret_key")
+    @classmethod
+    def _fernet_keys(cls, value: SecretStr | None) -> SecretStr | None:
+        from cryptography.fernet import Fernet  # only this setting needs it
+
+        for key in filter(None, (k.strip() for k in (value.get_secret_value() if value else "").split(","))):
+            try:
+                Fernet(key)
+            except ValueError:
+                raise ValueError("each key must be a Fernet key (32 url-safe base64 bytes), e.g. from "
+                                 "cryptography.fernet.Fernet.generate_key()") from None
+        return value
+
     def secret_values(self) -> list[str]:
         """Every configured secret (tokens, keys, passwords, signing secrets), for log redaction."""
         found: list[str] = []

@@ -13,10 +13,11 @@ from fastapi import FastAPI
 from gateway.core.settings import Settings
 from gateway.http import agents as agent_api
 from gateway.http import api_keys as api_keys_api
+from gateway.http import connections as connections_api
 from gateway.http import openai_compat
 from gateway.http.body_limit import BodyLimit
 from gateway.http.conversations import router as conversations_router
-from gateway.http.documents import PREVIEW_PATH, UPLOAD_PATH
+from gateway.http.documents import CONSOLE_UPLOAD_PATH, PREVIEW_PATH, UPLOAD_PATH, upload_body_limit
 from gateway.http.documents import router as documents_router
 from gateway.http.errors import install_error_handlers
 from gateway.http.health import router as health_router
@@ -70,14 +71,14 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     app.add_middleware(
         BodyLimit, max_bytes=settings.max_body_bytes, per_path={
             IMPORT_PATH: settings.max_import_bytes,
-            # a multipart upload carries some framing besides the files
-            UPLOAD_PATH: settings.max_upload_mb * 1024 * 1024 + 64 * 1024,
-            PREVIEW_PATH: settings.max_upload_mb * 1024 * 1024 + 64 * 1024,
+            # a multipart upload carries some framing besides the files; each file is checked exactly
+            **{path: upload_body_limit(settings.max_upload_mb)
+               for path in (UPLOAD_PATH, PREVIEW_PATH, CONSOLE_UPLOAD_PATH)},
         }
     )
     app.include_router(health_router)
     for admin_router in (knowledge_router, knowledge_bases_router, documents_router, kb_jobs_router,
-                         conversations_router, agent_api.admin, api_keys_api.router):
+                         conversations_router, agent_api.admin, api_keys_api.router, connections_api.router):
         app.include_router(admin_router, responses=ADMIN)
     app.include_router(agent_api.callers, responses=CALLER)
     app.include_router(openai_compat.router, responses=CALLER)

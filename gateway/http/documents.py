@@ -1,7 +1,9 @@
 """Admin API for documents: upload files (multipart), list, get, delete, re-ingest, preview chunks.
 
-Uploads are streamed to disk by the multipart parser; a request larger than
-SWITCHBOARD_MAX_UPLOAD_MB is refused with 413 while it streams (see ``gateway.http.app``)."""
+Uploads are streamed to disk by the multipart parser. SWITCHBOARD_MAX_UPLOAD_MB is one file's limit,
+exactly: a request larger than the limit plus the multipart framing (``upload_body_limit``) is refused
+with 413 while it streams (see ``gateway.http.app``), and a file one byte over it with 413 once parsed.
+The console's upload form has the same limits."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends, Request, Response
 from starlette.datastructures import UploadFile
 
-from gateway.core.errors import BadRequest, InvalidInput
+from gateway.core.errors import BadRequest, InvalidInput, PayloadTooLarge
 from gateway.http.auth import require_admin
 from gateway.http.json_body import AdminRoute
 from gateway.http.knowledge import kb_call
@@ -22,7 +24,22 @@ from rag_core.document_ingestion import IngestOutcome
 router = APIRouter(prefix="/api/kb/documents", route_class=AdminRoute)
 UPLOAD_PATH = "/api/kb/documents"
 PREVIEW_PATH = "/api/kb/documents/preview"
+CONSOLE_UPLOAD_PATH = "/admin/knowledge/upload"  # the console's form (admin_ui), under the same limits
 MAX_FILES = 100
+FRAMING_BYTES = 64 * 1024  # a multipart request's boundaries and part headers besides the files
+
+
+def upload_body_limit(max_upload_mb: int) -> int:
+    """The request body limit of an upload path: one largest file and its framing."""
+    return max_upload_mb * 1024 * 1024 + FRAMING_BYTES
+
+
+def check_upload_size(upload: UploadFile, max_upload_mb: int) -> None:
+    """``PayloadTooLarge`` for a file over SWITCHBOARD_MAX_UPLOAD_MB, to the byte."""
+    limit = max_upload_mb * 1024 * 1024
+    if upload.size is not None and upload.size > limit:
+        raise PayloadTooLarge(f"file: {upload.filename} is {upload.size} bytes; the limit is {limit} bytes "
+                              f"(SWITCHBOARD_MAX_UPLOAD_MB={max_upload_mb})")
 _FILES = json_body({"type": "object", "required": ["file"], "properties": {
     "file": {"type": "array", "items": {"type": "string", "format": "binary"}}}}, media_type="multipart/form-data")
 _UPLOADED = {"type": "object", "properties": {"job": {"type": "string"}, "documents": {"type": "array"},
@@ -40,7 +57,7 @@ def _chunking(chunking: str | None, chunk_tokens: int | None, overlap_tokens: in
     return {k: v for k, v in given.items() if v is not None} or None
 
 
-async def _files(request: Request) -> list[UploadFile]:
+async def _files(request: Request, max_upload_mb: int) -> list[UploadFile]:
     if not request.headers.get("content-type", "").startswith("multipart/form-data"):
         raise BadRequest("upload files as multipart/form-data (one or more parts named \"file\")")
     form = await request.form(max_files=MAX_FILES)
@@ -51,6 +68,7 @@ async def _files(request: Request) -> list[UploadFile]:
         if not upload.filename:
             raise InvalidInput("file: every file part needs a file name")
         check_format(upload.filename, upload.content_type)  # all refused before any is ingested
+        check_upload_size(upload, max_upload_mb)
     return files
 
 
@@ -70,7 +88,7 @@ async def upload(
     documents = services.knowledge.documents
     await kb_call(services.knowledge.bases.info(kb))
     options = _chunking(chunking, chunk_tokens, overlap_tokens)
-    files = await _files(request)
+    files = await _files(request, services.settings.max_upload_mb)
     jobs = services.ingest_jobs
     assert jobs is not None
     job = await jobs.create("documents", kb, total=len(files))  # the console shows files done of total
@@ -113,7 +131,7 @@ async def preview(
     services: Services = Depends(require_admin),
 ) -> dict:
     """The chunk topics one file would become; nothing is stored."""
-    files = await _files(request)
+    files = await _files(request, services.settings.max_upload_mb)
     if len(files) != 1:
         raise InvalidInput("file: preview takes exactly one file")
     data = await files[0].read()

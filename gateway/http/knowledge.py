@@ -16,7 +16,7 @@ from gateway.http.responses import json_body, model_schema
 from gateway.knowledge.search import MAX_QUERY_CHARS
 from gateway.services import Services
 from rag_core.controls import CONTROL_FIELDS, RetrievalControls
-from rag_core.errors import KnowledgeBaseUnavailable, TopicValidationError
+from rag_core.errors import ExtractionFailed, KnowledgeBaseUnavailable, TopicValidationError
 from rag_core.ingestion import ImportReport, import_topics
 from rag_core.knowledge_base import MAIN_KB, KnowledgeBase
 from rag_core.retrieval import ChatTurn, SearchResult
@@ -101,6 +101,8 @@ async def kb_call(coro):
         return await coro
     except KnowledgeBaseUnavailable as exc:
         raise ServiceUnavailable(f"knowledge base unavailable: {exc}") from exc
+    except ExtractionFailed as exc:  # a file whose text cannot be read (preview; an upload records it as failed)
+        raise InvalidInput(f"file: {exc.reason}") from exc
 
 
 @router.get("/topics")

@@ -191,6 +191,7 @@ class KnowledgeAppends:
         try:
             for site in sites:
                 summaries.append(await self.websites.crawl(report, site, kb=kb, limits=crawl_limits))
+                await report.advance(done=1)  # a crawl job's total is its sites; pages are pages_fetched
         except Exception as exc:
             log.exception("crawl job %s failed", job_id)
             await self.jobs.finish(job_id, "failed", f"the crawl stopped: {exc}")
@@ -199,7 +200,7 @@ class KnowledgeAppends:
         status = "done" if pages or not sites else "failed"
         message = "; ".join(
             f"{s.url}: {s.pages} page(s), {s.changed} changed, {s.unchanged} unchanged, {s.failed} failed, "
-            f"{s.removed} removed" + ("" if s.complete else " (stopped at the page limit: nothing removed)")
+            f"{s.removed} removed" + ("" if s.complete else f" ({s.stopped}: nothing removed)")
             for s in summaries
         )
         await self.jobs.finish(

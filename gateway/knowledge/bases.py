@@ -6,6 +6,7 @@ Which of them a turn searches is agent configuration (``SWITCHBOARD_RETRIEVAL_KB
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -52,8 +53,10 @@ class KnowledgeBases:
     def __init__(
         self, client: QdrantClient, agent_id: str, dense: DenseEncoder | None, *,
         chunking: ChunkingOptions, embedding_model: str, retrieval: tuple[str, ...] = (),
+        on_write: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         self._client = client
+        self._on_write = on_write  # every base's writes report here (the semantic cache's write counter)
         self._agent_id = agent_id
         self._dense = dense
         self.default_chunking = chunking
@@ -69,6 +72,7 @@ class KnowledgeBases:
         kb = self._instances.get(name)
         if kb is None:
             kb = self._instances[name] = KnowledgeBase(self._client, self._agent_id, name=name, dense=self._dense)
+            kb.on_write = self._on_write
         return kb
 
     @property

@@ -23,7 +23,7 @@ __all__ = ["CiteSources", "PolicySource", "document_urls", "policy_of", "source_
 
 log = logging.getLogger(__name__)
 
-PolicySource = Callable[[], Awaitable[CitationPolicy | None]]
+PolicySource = Callable[[str | None], Awaitable[CitationPolicy | None]]  # the agent (None: the channels')
 UrlOf = Callable[[str], Awaitable[str | None]]
 
 
@@ -64,7 +64,7 @@ class CiteSources:
         self.url_of = url_of
 
     async def prepare(self, turn: Turn) -> None:
-        chosen = await self.policy() if self.policy is not None else None
+        chosen = await self.policy(turn.inbound.agent) if self.policy is not None else None  # conn (issue 28)
         policy = chosen or policy_of(self.settings)
         turn.citations = policy
         if policy.format == "none" or turn.agentic or not turn.hits:

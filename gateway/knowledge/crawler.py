@@ -4,7 +4,8 @@ Breadth-first from the start URL (sitemap pages count as one hop away), robots.t
 at most one request per ``per_host_delay_s`` (or the site's Crawl-delay, up to a cap), only
 HTML, text, Markdown and PDF pages, every request through the ``GuardedClient`` (so every
 address, redirect hops included, passes the outbound policy). Each page comes out as a
-``CrawledPage`` or a ``CrawlProblem`` saying why not; links to other hosts are counted and left."""
+``CrawledPage`` or a ``CrawlProblem`` saying why not; links to other hosts are counted and left, and a
+redirect to another host is refused from its ``Location`` before anything is sent there."""
 
 from __future__ import annotations
 
@@ -65,6 +66,8 @@ def normalise(url: str) -> str:
     parts = urlsplit(url.strip())
     scheme = parts.scheme.lower()
     host = (parts.hostname or "").lower()
+    if ":" in host:  # an IPv6 literal: hostname drops the brackets the URL needs
+        host = f"[{host}]"
     port = parts.port
     netloc = host if port is None or (scheme, port) in (("http", 80), ("https", 443)) else f"{host}:{port}"
     return urlunsplit((scheme, netloc, parts.path or "/", parts.query, ""))
@@ -112,9 +115,11 @@ class Crawler:
             await self._sleep(wait)
         self._last_request = time.monotonic()
 
-    async def _get(self, url: str, types: frozenset[str] | None = None):
+    async def _get(self, url: str, types: frozenset[str] | None = None, site: str | None = None):
+        """``url`` fetched politely; with ``site``, a redirect to another host is refused unrequested."""
         await self._polite()
-        return await self._client.get(url, accept=(lambda t: t in types) if types else None)
+        follow = (lambda target: _host(normalise(target)) == site) if site is not None else None
+        return await self._client.get(url, accept=(lambda t: t in types) if types else None, follow=follow)
 
     async def _robots(self, start: str) -> RobotsRules:
         parts = urlsplit(start)
@@ -137,7 +142,7 @@ class Crawler:
                 if _host(normalise(sitemap)) != _host(start):
                     continue
                 try:
-                    response = await self._get(sitemap)
+                    response = await self._get(sitemap, site=_host(start))
                 except (FetchFailed, OutboundRefused):
                     continue  # a missing or broken sitemap only means fewer starting points
                 found, children = sitemap_locations(response.body)
@@ -204,7 +209,8 @@ class Crawler:
         if not robots.allows(url):
             return CrawlProblem(url, "disallowed by robots.txt", "skipped")
         try:
-            response = await self._get(url, CRAWLED_TYPES)
+            # the start URL may move to another host (which then is the site); no later page may
+            response = await self._get(url, CRAWLED_TYPES, site if depth > 0 else None)
         except OutboundRefused as exc:
             return CrawlProblem(url, f"refused by the outbound guard: {exc}")
         except FetchRefused as exc:

@@ -74,7 +74,7 @@ class RetrievalChoice:
     controls: Mapping[str, Any] = field(default_factory=dict)  # retrieval controls over the settings'
 
 
-ChoiceSource = Callable[[], Awaitable[RetrievalChoice | None]]
+ChoiceSource = Callable[[str | None], Awaitable[RetrievalChoice | None]]  # the agent (None: the channels')
 
 
 class PrepareRagContext:
@@ -120,12 +120,12 @@ class PrepareRagContext:
         return result
 
     # -- the pipeline hook ---------------------------------------------------------------------
-    async def _choice(self) -> RetrievalChoice:
-        chosen = await self.choice() if self.choice is not None else None
+    async def _choice(self, agent: str | None = None) -> RetrievalChoice:
+        chosen = await self.choice(agent) if self.choice is not None else None
         return chosen or RetrievalChoice(mode=self.settings.retrieval_mode)
 
     async def prepare(self, turn: Turn) -> None:
-        choice = await self._choice()
+        choice = await self._choice(turn.inbound.agent)  # conn (issue 28): a connection's own agent
         turn.kbs = list(choice.kbs)
         if self._agentic(turn, choice):
             turn.agentic = True

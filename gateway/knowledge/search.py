@@ -114,10 +114,20 @@ class Knowledge:
         retrieval = tuple(n.strip() for n in settings.retrieval_kbs.split(",") if n.strip())
         model = str(settings.embedding_model_path or settings.embedding_model)
         self._bases = KnowledgeBases(
-            self._client, settings.agent_id, dense, chunking=chunking, embedding_model=model, retrieval=retrieval
+            self._client, settings.agent_id, dense, chunking=chunking, embedding_model=model, retrieval=retrieval,
+            on_write=self._written,
         )
         self._ingestor = DocumentIngestor(self._bases.documents, self._bases.catalog, lock=self.document_lock)
         self._documents = Documents(self._bases, self._ingestor, Originals(settings.data_dir / "documents"))
+
+    async def _written(self, kb: str) -> None:
+        """A write to ``kb`` landed: the cache's entries for it must not be served any more."""
+        if self.cache is None:
+            return
+        try:
+            await self.cache.written(kb)
+        except RedisError as exc:  # the write stands; say loudly that older answers may be served
+            log.error("semantic cache: could not record a write to %r, older entries may be served: %s", kb, exc)
 
     @property
     def bases(self) -> KnowledgeBases:
@@ -250,7 +260,9 @@ class Knowledge:
         if lookup.key is None:
             result = result.model_copy(update={"notes": [*result.notes, f"semantic cache off: {lookup.off}"]})
             return _finished(result, t0, "off")
-        await self._cache_store(lookup.key, result, names)
+        if not await self._cache_store(lookup.key, result, names):
+            note = "semantic cache: not stored (over its size cap)"
+            result = result.model_copy(update={"notes": [*result.notes, note]})
         return _finished(result, t0, "miss")
 
     # -- the semantic cache --------------------------------------------------------------------
@@ -271,7 +283,8 @@ class Knowledge:
             return _Lookup(off="the knowledge base has no dense encoder to key it")
         key = _CacheKey(self._scope(name, names, request, controls), self._shape.dense_vector(vectors))
         try:
-            found = await self.cache.lookup(key.scope, key.vector, controls.similarity_threshold)
+            looked = await self.cache.lookup(key.scope, key.vector, controls.similarity_threshold, names)
+            key, found = _CacheKey(looked.scope, key.vector), looked.found
             if found is None:
                 await self._cache_count("miss")
                 return _Lookup(key=key)
@@ -288,15 +301,17 @@ class Knowledge:
             await self._cache_count("error")
             return _Lookup(off=f"its Redis failed ({type(exc).__name__})")
 
-    async def _cache_store(self, key: _CacheKey, result: SearchResult, names: tuple[str, ...]) -> None:
+    async def _cache_store(self, key: _CacheKey, result: SearchResult, names: tuple[str, ...]) -> bool:
+        """Keep ``result``; False only when it is too large to be cached."""
         if self.cache is None or result.fell_back:  # a fallback (e.g. the search LLM failed) is not kept
-            return
+            return True
         try:
             sources = list(dict.fromkeys(h.topic.source for h in result.hits))
             topics = await self.bases.group(list(names)).current(sources)
-            await self.cache.store(key.scope, key.vector, result, {t.source: topic_digest(t) for t in topics})
+            return await self.cache.store(key.scope, key.vector, result, {t.source: topic_digest(t) for t in topics})
         except RedisError as exc:
             log.warning("semantic cache could not store a result: %s", exc)
+            return True
 
     async def _cache_count(self, outcome: str) -> None:
         if self.metrics is not None:

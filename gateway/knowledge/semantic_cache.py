@@ -8,9 +8,15 @@ an entry of the same scope has cosine >= the similarity threshold.
 Entries expire after a TTL and the oldest go past ``max_entries``. Each entry records a hash of every
 topic it returned; before a hit is served those topics are read again, and an entry whose topics changed
 or were deleted is dropped and counted ``stale`` — an edited topic is never served from the cache.
+That cannot see a topic that was *added* (an entry never lists what it did not find), so every write to a
+knowledge base (topic, document, crawl, append, import, delete) also counts one in ``writes``, and the
+searched bases' counts are part of the scope: an entry made before a write is never looked up again.
+The counts are read in the same round trip as the new ids. An entry larger than ``max_entry_bytes``
+is not stored (logged), so no Redis value of the cache grows with a document's chunk sizes.
 
 Layout (prefix ``sb:<agent>:semcache``): ``e:<id>`` the entry (JSON, with a TTL); ``index`` a sorted set of
-ids by insertion number (``seq``); ``epoch`` changes on clear; ``stats`` a hash of hit / miss / stale
+ids by insertion number (``seq``); ``epoch`` changes on clear; ``writes`` a hash of write counts per
+knowledge base; ``stats`` a hash of hit / miss / stale
 counts. Each process mirrors the vectors in memory and reads only the ids added since its last look, so a
 lookup costs one round trip for new ids, one matrix product and, on a hit, one GET.
 """
@@ -20,6 +26,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import logging
 import time
 import uuid
 from collections.abc import Sequence
@@ -32,6 +39,7 @@ from rag_core.retrieval import SearchResult
 from rag_core.topic import Topic
 
 STATS = ("hit", "miss", "stale", "error")
+log = logging.getLogger(__name__)
 
 
 def topic_digest(topic: Topic) -> str:
@@ -85,30 +93,42 @@ class CachedResult:
     similarity: float
 
 
+@dataclass(frozen=True)
+class CacheLookup:
+    scope: str  # the scope with the searched bases' write counts: where a miss's result is stored
+    found: CachedResult | None
+
+
 class SemanticCache:
-    def __init__(self, redis: Redis, prefix: str, *, ttl_s: int, max_entries: int) -> None:
+    def __init__(self, redis: Redis, prefix: str, *, ttl_s: int, max_entries: int,
+                 max_entry_bytes: int = 256 * 1024) -> None:
         self.redis = redis
         self.prefix = f"{prefix}:semcache"
         self.ttl_s = ttl_s
         self.max_entries = max_entries
+        self.max_entry_bytes = max_entry_bytes
         self._mirror = _Mirror()
 
     def _entry_key(self, entry_id: str) -> str:
         return f"{self.prefix}:e:{entry_id}"
 
-    async def _sync(self) -> None:
-        """Bring the in-process mirror up to date with entries other processes (or this one) added."""
+    async def _sync(self, kbs: Sequence[str]) -> list[int]:
+        """Bring the in-process mirror up to date with entries other processes (or this one) added;
+        the write counts of ``kbs``."""
         mirror = self._mirror
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.get(f"{self.prefix}:epoch")
             pipe.zrangebyscore(f"{self.prefix}:index", f"({mirror.seq}", "+inf", withscores=True)
-            epoch, added = await pipe.execute()
+            if kbs:
+                pipe.hmget(f"{self.prefix}:writes", list(kbs))
+            epoch, added, *counted = await pipe.execute()
+        writes = [int(n or 0) for n in counted[0]] if counted else []
         epoch = epoch.decode() if isinstance(epoch, bytes) else epoch
         if epoch != mirror.epoch or len(mirror.ids) > 2 * self.max_entries:  # cleared, or evictions piled up
             mirror = self._mirror = _Mirror(epoch=epoch)
             added = await self.redis.zrangebyscore(f"{self.prefix}:index", "-inf", "+inf", withscores=True)
         if not added:
-            return
+            return writes
         ids = [(m.decode() if isinstance(m, bytes) else m) for m, _ in added]
         raw = await self.redis.mget([self._entry_key(i) for i in ids])
         rows, scopes, kept, created = [], [], [], []
@@ -123,9 +143,22 @@ class SemanticCache:
         mirror.seq = max(mirror.seq, max(score for _, score in added))
         if rows:
             mirror.add(rows, kept, scopes, created)
+        return writes
 
-    async def lookup(self, scope: str, vector: Sequence[float], threshold: float) -> CachedResult | None:
-        await self._sync()
+    async def written(self, kb: str) -> None:
+        """A write to ``kb`` landed: every entry made before it stops being looked up."""
+        await self.redis.hincrby(f"{self.prefix}:writes", kb, 1)
+
+    async def lookup(self, scope: str, vector: Sequence[float], threshold: float,
+                     kbs: Sequence[str] = ()) -> CacheLookup:
+        """The closest entry of ``scope`` (as it stands after the last write to ``kbs``) at ``threshold``."""
+        names = sorted(kbs)
+        writes = await self._sync(names)
+        if names:
+            scope = f"{scope}|" + ",".join(f"{n}={w}" for n, w in zip(names, writes, strict=True))
+        return CacheLookup(scope, await self._closest(scope, vector, threshold))
+
+    async def _closest(self, scope: str, vector: Sequence[float], threshold: float) -> CachedResult | None:
         mirror = self._mirror
         if not mirror.ids:
             return None
@@ -147,7 +180,8 @@ class SemanticCache:
                                 float(similarity[i]))
         return None
 
-    async def store(self, scope: str, vector: Sequence[float], result: SearchResult, digests: dict[str, str]) -> None:
+    async def store(self, scope: str, vector: Sequence[float], result: SearchResult, digests: dict[str, str]) -> bool:
+        """Keep ``result`` under ``scope`` (as ``lookup`` gave it); False when it is over the size cap."""
         query = np.asarray(vector, dtype=np.float32)
         query /= max(float(np.linalg.norm(query)), 1e-12)
         entry_id = uuid.uuid4().hex
@@ -155,9 +189,14 @@ class SemanticCache:
             "scope": scope, "vector": base64.b64encode(query.tobytes()).decode(), "created": time.time(),
             "digests": digests, "result": result.model_dump(mode="json"),
         }
+        blob = json.dumps(entry)
+        if len(blob) > self.max_entry_bytes:
+            log.warning("semantic cache: an entry of %d bytes (%d hits) is over the %d-byte cap, not stored",
+                        len(blob), len(result.hits), self.max_entry_bytes)
+            return False
         seq = await self.redis.incr(f"{self.prefix}:seq")
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.set(self._entry_key(entry_id), json.dumps(entry), ex=self.ttl_s)
+            pipe.set(self._entry_key(entry_id), blob, ex=self.ttl_s)
             pipe.zadd(f"{self.prefix}:index", {entry_id: seq})
             pipe.zcard(f"{self.prefix}:index")
             *_, entries = await pipe.execute()
@@ -167,6 +206,7 @@ class SemanticCache:
             if gone:
                 await self.redis.delete(*(self._entry_key(m.decode() if isinstance(m, bytes) else m)
                                           for m, _ in gone))
+        return True
 
     async def invalidate(self, entry_id: str) -> None:
         self._mirror.drop(entry_id)

@@ -63,6 +63,7 @@ class CrawlSummary(BaseModel):
     removed: int
     embedded: int  # chunks embedded: a page whose text did not change costs none, even if its bytes did
     complete: bool
+    stopped: str = ""  # why the crawl is not complete (then nothing was removed): the page limit, or no page
 
 
 def _host(url: str) -> str:
@@ -88,6 +89,7 @@ class WebsiteIngestion:
         seen: set[str] = set()
         failed_urls: set[str] = set()
         changed = unchanged = failed = embedded = 0
+        first_problem = ""
         last = CrawlProgress()
 
         async def progress(state: CrawlProgress) -> None:
@@ -101,6 +103,7 @@ class WebsiteIngestion:
             if not isinstance(item, CrawledPage):
                 failed_urls.add(item.url)
                 failed += 1
+                first_problem = first_problem or f"{item.url}: {item.reason}"
                 await report.problem(f"{item.url}: {item.reason}")
                 await report.advance(errors=1)
                 continue
@@ -122,18 +125,21 @@ class WebsiteIngestion:
             if outcome.document.status == "failed":
                 failed += 1
                 await report.problem(f"{item.url}: {outcome.document.error}")
-                await report.advance(done=1, errors=1)
+                await report.advance(errors=1)
             else:
                 changed += not outcome.unchanged
                 unchanged += outcome.unchanged
                 embedded += outcome.embedded
-                await report.advance(done=1)
         # Only a crawl that reached the site and was not cut short by the page limit says what is gone.
-        complete = bool(seen) and last.queued == 0 and len(seen) < (limits or self.limits).max_pages
+        max_pages = (limits or self.limits).max_pages
+        complete = bool(seen) and last.queued == 0 and len(seen) < max_pages
         removed = await self._remove_vanished(kb, site.url, seen | failed_urls) if complete else 0
+        stopped = "" if complete else (
+            f"stopped at the page limit of {max_pages}" if seen
+            else f"no page could be read ({first_problem or 'the site had no page to crawl'})")
         return CrawlSummary(
             url=site.url, pages=len(seen), changed=changed, unchanged=unchanged, failed=failed, removed=removed,
-            embedded=embedded, complete=complete,
+            embedded=embedded, complete=complete, stopped=stopped,
         )
 
     async def _remove_vanished(self, kb: str, start_url: str, present: set[str]) -> int:

@@ -89,9 +89,12 @@ class Turn:
     kbs: list[str] = field(default_factory=list)  # the knowledge bases it may search (empty: the default)
     citations: CitationPolicy | None = None  # set by the citations preparer; None: the reply is not checked
     sources: list[SourceRef] = field(default_factory=list)  # what the reply may cite, numbered as the prompt shows
+    # conn (issue 28): template variables a preparer sets (a connection's agent's instructions)
+    prompt_variables: dict[str, object] = field(default_factory=dict)
 
     # What ``run`` works out again from the store when it starts; everything else is saved.
-    RECOMPUTED = frozenset({"memory", "recent", "rag", "hits", "agentic", "kbs", "citations", "sources"})
+    RECOMPUTED = frozenset({"memory", "recent", "rag", "hits", "agentic", "kbs", "citations", "sources",
+                            "prompt_variables"})
 
     def snapshot(self) -> str:
         """The accepted turn as JSON, to run it in another process (after a crash)."""
@@ -237,6 +240,7 @@ class TurnPipeline:
                 persona_id=persona.id,
                 channel=inbound.channel,
                 user_message_id=user_message.id,
+                connection=inbound.connection, agent=inbound.agent,  # conn (issue 28)
             )
             user_message.turn_id = trace.turn_id
             await self.store.add_message(user_message)
@@ -441,6 +445,7 @@ class TurnPipeline:
                     channel=turn.inbound.channel,
                     memory=turn.memory,
                     rag=turn.rag,
+                    variables=turn.prompt_variables,  # conn (issue 28)
                 )
             )
         if turn.citations is not None and turn.citations.numbered and turn.sources:

@@ -26,6 +26,17 @@ def console(settings) -> Iterator[LiveServer]:
         yield server
 
 
+@pytest.fixture
+def quiet_console(settings) -> Iterator[LiveServer]:
+    """The console of a gateway that consumes no inbox (workers would): a delivery a test parks stays
+    parked. (Every gateway consumes the inbox otherwise: channel connections can be added at any time.)"""
+    configured = settings.model_copy(update={"admin_password": SecretStr(PASSWORD), "admin_user": "root",
+                                             "inbox_consumer": False})
+    with LiveServer(create_app(configured)) as server:
+        server.services = server.server.config.app.state.services
+        yield server
+
+
 def csrf_of(html: str) -> str:
     return re.search(r'name="csrf_token" value="([^"]+)"', html).group(1)
 

@@ -123,7 +123,7 @@ def test_pasted_text_and_a_website_become_topics_through_jobs(root, worker_conso
         assert crawl.status_code == 303 and "/admin/knowledge/jobs?job=" in crawl.headers["location"]
         rows = wait_for_jobs(root)
     assert rows.count('data-status="done"') == 2, rows
-    assert "2 pages fetched" in rows
+    assert "1 of 1 site(s) · 2 pages fetched" in rows  # sites done of sites, not pages of sites
     # Each job shows when it started and finished; its id is cut short (the whole id on hover), so it fits one line.
     started = r'<td class="nowrap">\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC<br><span class="muted">done '
     assert len(re.findall(started, rows)) == 2

@@ -7,7 +7,7 @@ import re
 
 import httpx
 
-from tests.admin_ui.conftest import csrf_of, sign_in
+from tests.admin_ui.conftest import csrf_of, quiet_console, sign_in  # noqa: F401  (the quiet_console fixture)
 
 GUIDE = b"# Harbor Bikes guide\n\n## Prices\n\nAn e-bike costs 35 euros a day.\n\n## Hours\n\nOpen nine to six.\n"
 
@@ -67,9 +67,10 @@ def test_operators_read_the_knowledge_base_but_cannot_upload(console):
         assert "guide.md" not in operator.get("/admin/knowledge").text
 
 
-def test_a_dead_letter_is_shown_with_its_reason_and_retried(console):
+def test_a_dead_letter_is_shown_with_its_reason_and_retried(quiet_console):  # noqa: F811
     from gateway.inbox.delivery import Delivery
 
+    console = quiet_console
     services = console.services
 
     async def park() -> str:

@@ -141,3 +141,43 @@ def test_failed_sign_ins_are_limited_per_address_on_every_replica(settings):
         assert blocked.status_code == 429 and 1 <= int(blocked.headers["retry-after"]) <= 60
         assert "Too many failed sign-ins. Try again in" in blocked.text and 'value="root"' in blocked.text
         assert 'switchboard_rate_limited_total{limit="signin-address"} 1.0' in b.get("/metrics").text
+
+
+def _burst(url: str, username: str, password: str, count: int, address: str) -> list[int]:
+    """``count`` sign-ins at once from ``address`` (X-Forwarded-For through a trusted proxy)."""
+    async def run() -> list[int]:
+        async with httpx.AsyncClient(base_url=url, timeout=60,
+                                     limits=httpx.Limits(max_connections=count)) as client:
+            form = await client.get("/admin/login")
+            token = form.text.split('name="login_token" value="')[1].split('"')[0]
+            headers = {"cookie": f"sb_console_login={token}", "x-forwarded-for": address}
+            client.cookies.clear()  # each answer sets a new form cookie: send the first one explicitly
+
+            async def one() -> int:
+                answer = await client.post("/admin/login", headers=headers, data={
+                    "username": username, "password": password, "login_token": token, "next": "/admin"})
+                return answer.status_code
+
+            return list(await asyncio.gather(*(one() for _ in range(count))))
+    return asyncio.run(run())
+
+
+def test_a_burst_of_wrong_passwords_checks_at_most_the_limit_and_the_admin_still_signs_in(settings):
+    from pydantic import SecretStr
+
+    from gateway.http.app import create_app
+    from tests.fakes.live_server import LiveServer
+
+    configured = settings.model_copy(update={"admin_password": SecretStr(PASSWORD), "admin_user": "root",
+                                             "trusted_proxies": "127.0.0.1", "signin_failures_per_account": 5,
+                                             "signin_failures_per_address": 1000, "signin_window_s": 600})
+    with LiveServer(create_app(configured)) as server:
+        assert _burst(server.url, "root", PASSWORD, 1, "198.51.100.7") == [303]  # the admin's usual address
+        for count, attacker in ((40, "203.0.113.5"), (200, "203.0.113.6")):
+            answers = _burst(server.url, "root", "wrong password!", count, attacker)
+            # Only the account's first five attempts reach argon2; the rest never check a password.
+            assert answers.count(401) == (5 if count == 40 else 0)
+            assert answers.count(429) == count - answers.count(401)
+        assert _burst(server.url, "root", PASSWORD, 1, "192.0.2.99") == [429]  # a new address waits
+        assert _burst(server.url, "root", PASSWORD, 1, "198.51.100.7") == [303]  # the known one signs in
+        assert _burst(server.url, "root", "wrong password!", 1, "198.51.100.7") == [401]  # ... only rightly

@@ -11,7 +11,7 @@ from redis.asyncio import Redis
 
 from gateway.conversation.store import RedisStore
 from gateway.inbox.stream import Inbox
-from tests.admin_ui.conftest import PASSWORD, console  # noqa: F401  (the console fixture)
+from tests.admin_ui.conftest import PASSWORD, quiet_console  # noqa: F401  (the console fixture)
 
 
 def _taken_delivery(console, update_id: int, then) -> None:  # noqa: F811
@@ -39,7 +39,8 @@ def _open_inbox(console, page) -> None:  # noqa: F811
     page.wait_for_url(f"{console.url}/admin/inbox")
 
 
-def test_retry_a_dead_letter(console, page):  # noqa: F811
+def test_retry_a_dead_letter(quiet_console, page):  # noqa: F811
+    console = quiet_console
     # parked by a consumer, as the inbox parks one it cannot process
     _taken_delivery(console, 77, lambda inbox, d: inbox.dead_letter(d, "not a Telegram Update: 1 validation error(s)"))
     _open_inbox(console, page)
@@ -51,7 +52,8 @@ def test_retry_a_dead_letter(console, page):  # noqa: F811
     expect(page.get_by_role("row", name="Waiting or in flight")).to_contain_text("1")  # back in the inbox
 
 
-def test_a_waiting_delivery_says_why_and_when_it_is_tried_next(console, page):  # noqa: F811
+def test_a_waiting_delivery_says_why_and_when_it_is_tried_next(quiet_console, page):  # noqa: F811
+    console = quiet_console
     # Telegram did not take its reply: it waits, as the consumer records it
     _taken_delivery(console, 78, lambda inbox, d: inbox.retries.wait(
         d, None, "ReplyNotSent", "telegram sendMessage: TelegramServerError: Bad Gateway (gave up after 4 tries)",

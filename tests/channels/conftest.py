@@ -38,6 +38,7 @@ def fake_telegram(_fake_servers) -> FakeTelegram:
     fake.recorder.reset()
     fake.updates.clear()
     fake.answer_sends_after_s = 0.0
+    fake.bots.clear()
     return fake
 
 
@@ -53,6 +54,8 @@ def fake_twilio(_fake_servers) -> FakeTwilio:
     fake.recorder.reset()
     fake.tokens.clear()
     fake.answer_creates_after_s = 0.0
+    fake.accounts.clear()
+    fake.outside_window.clear()
     return fake
 
 

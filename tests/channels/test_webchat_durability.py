@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 
@@ -14,6 +13,7 @@ import httpx
 
 from gateway.http.app import create_app
 from tests.fakes.live_server import LiveServer, free_port
+from tests.workers import start_gateway
 
 
 def _serve(settings, fake_openai, port: int) -> subprocess.Popen:
@@ -29,17 +29,7 @@ def _serve(settings, fake_openai, port: int) -> subprocess.Popen:
         "SWITCHBOARD_LLM_MAX_RETRIES": "0",
         "SWITCHBOARD_TURN_LOCK_LEASE_S": "1",
     }
-    proc = subprocess.Popen([sys.executable, "-m", "gateway", "serve", "--port", str(port)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    os.killpg(proc.pid, signal.SIGKILL)
-    raise AssertionError("the gateway subprocess did not start")
+    return start_gateway(env, port)
 
 
 def _post(url, session, text, cmid, timeout=60):

@@ -73,7 +73,7 @@ def slack_envelope(event: dict, event_id: str | None = None) -> dict:
 
 
 def post_slack(client: httpx.Client, payload: dict, *, secret: str = SLACK_SECRET, retry_num: int | None = None,
-               timestamp: int | None = None) -> httpx.Response:
+               timestamp: int | None = None, path: str = "/channels/slack/events") -> httpx.Response:
     import json
 
     body = json.dumps(payload)
@@ -85,7 +85,7 @@ def post_slack(client: httpx.Client, payload: dict, *, secret: str = SLACK_SECRE
     }
     if retry_num is not None:
         headers.update({"X-Slack-Retry-Num": str(retry_num), "X-Slack-Retry-Reason": "http_timeout"})
-    return client.post("/channels/slack/events", content=body, headers=headers)
+    return client.post(path, content=body, headers=headers)
 
 
 # -- Twilio -----------------------------------------------------------------------------------

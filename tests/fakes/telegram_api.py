@@ -1,8 +1,9 @@
 """A fake Telegram Bot API: ``/bot<token>/<method>`` as aiogram's ``TelegramAPIServer.from_base`` calls it.
 
-Answers getMe, sendMessage, sendChatAction, setWebhook, deleteWebhook and getUpdates (long polling
-over updates pushed with ``push_update``); records every call; scripted failures answer the way
-Telegram does (``{"ok": false, "error_code", "description", "parameters": {"retry_after"}}``).
+Hosts several bots (``add_bot``: token → id, username; the ``TOKEN`` bot always), each call
+recorded with the bot's username under ``_bot``. Answers getMe, sendMessage, sendChatAction, setWebhook,
+deleteWebhook and getUpdates (long polling over updates pushed with ``push_update``); scripted
+failures answer the way Telegram does (``{"ok": false, "error_code", "description", "parameters": {"retry_after"}}``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,16 @@ class FakeTelegram:
     # so a test can stop the sending consumer between the send and its record.
     answer_sends_after_s: float = 0.0
     _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
+    bots: dict[str, tuple[int, str]] = field(default_factory=dict)  # more bots: token -> (id, username)
+
+    def add_bot(self, bot_id: int, username: str) -> str:
+        """Another bot this fake answers for; its token."""
+        token = f"{bot_id}:AAF-fake-{username}-token_0123456789abcdef"
+        self.bots[token] = (bot_id, username)
+        return token
+
+    def sent_by(self, username: str) -> list[str]:
+        return [c.params["text"] for c in self.recorder.received("sendMessage") if c.params.get("_bot") == username]
 
     def push_update(self, update: dict) -> None:
         self.updates.append(update)
@@ -49,7 +60,8 @@ class FakeTelegram:
         async def call(token: str, method: str, request: Request):
             form = await request.form()
             params = {k: v for k, v in form.items() if isinstance(v, str)}
-            if token != fake.token:
+            bot = (BOT_ID, BOT_USERNAME) if token == fake.token else fake.bots.get(token)
+            if bot is None:
                 fake.recorder.record(method, params, 401)
                 return JSONResponse({"ok": False, "error_code": 401, "description": "Unauthorized"}, 401)
             failure = fake.recorder.next_failure(method)
@@ -61,22 +73,22 @@ class FakeTelegram:
                     body["description"] = f"Too Many Requests: retry after {failure.retry_after}"
                     body["parameters"] = {"retry_after": failure.retry_after}
                 return JSONResponse(body, failure.status)
-            result = await fake._answer(method, params)
-            fake.recorder.record(method, params, 200)
+            result = await fake._answer(method, params, bot)
+            fake.recorder.record(method, {**params, "_bot": bot[1]}, 200)
             if method == "sendMessage" and fake.answer_sends_after_s:
                 await asyncio.sleep(fake.answer_sends_after_s)
             return {"ok": True, "result": result}
 
         return app
 
-    async def _answer(self, method: str, params: dict):
+    async def _answer(self, method: str, params: dict, bot: tuple[int, str]):
         if method == "getMe":
-            return {"id": BOT_ID, "is_bot": True, "first_name": "Switchboard", "username": BOT_USERNAME}
+            return {"id": bot[0], "is_bot": True, "first_name": "Switchboard", "username": bot[1]}
         if method == "sendMessage":
             chat_id = int(params["chat_id"])
             return {"message_id": next(self._ids), "date": int(time.time()),
                     "chat": {"id": chat_id, "type": "private" if chat_id > 0 else "supergroup"},
-                    "from": {"id": BOT_ID, "is_bot": True, "first_name": "Switchboard"},
+                    "from": {"id": bot[0], "is_bot": True, "first_name": "Switchboard"},
                     "text": params["text"]}
         if method == "getUpdates":
             offset = int(params.get("offset") or 0)

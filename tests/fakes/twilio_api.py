@@ -1,8 +1,11 @@
 """A fake Twilio REST API: ``/2010-04-01/Accounts/<sid>/Messages.json`` with HTTP basic auth.
 
-Records every message create; scripted failures answer like Twilio (JSON error body with
-``code``/``message``/``status``, ``Retry-After`` on 429). A create repeating an earlier one's
-``I-Twilio-Idempotency-Token`` is answered with the earlier message and sends nothing, as Twilio does.
+Answers ``GET /Accounts/<sid>.json`` for the account and any added with ``add_account``; a
+create to a WhatsApp recipient in ``outside_window`` is refused with error 63016 as Twilio refuses
+a free-form message outside the 24-hour window. Records every message create; scripted failures
+answer like Twilio (JSON error body with ``code``/``message``/``status``, ``Retry-After`` on 429).
+A create repeating an earlier one's ``I-Twilio-Idempotency-Token`` is answered with the earlier
+message and sends nothing, as Twilio does.
 """
 
 from __future__ import annotations
@@ -33,6 +36,16 @@ class FakeTwilio:
     answer_creates_after_s: float = 0.0
     _by_token: dict[str, dict] = field(default_factory=dict)
     _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
+    accounts: dict[str, str] = field(default_factory=dict)  # more accounts: sid -> auth token
+    outside_window: set[str] = field(default_factory=set)  # whatsapp:+… recipients past their 24 hours
+
+    def add_account(self, sid: str, token: str) -> None:
+        self.accounts[sid] = token
+
+    def _authorized(self, sid: str, request: Request) -> bool:
+        token = self.auth_token if sid == self.account_sid else self.accounts.get(sid)
+        expected = "Basic " + base64.b64encode(f"{sid}:{token}".encode()).decode()
+        return token is not None and request.headers.get("authorization") == expected
 
     def messages(self, to: str | None = None) -> list[dict]:
         return [c.params for c in self.recorder.received("Messages")
@@ -45,13 +58,26 @@ class FakeTwilio:
         app = FastAPI()
         fake = self
 
+        @app.get("/2010-04-01/Accounts/{sid}.json")
+        async def fetch_account(sid: str, request: Request):
+            if not fake._authorized(sid, request):
+                fake.recorder.record("Accounts", {"sid": sid}, 401)
+                return JSONResponse({"code": 20003, "message": "Authenticate", "status": 401}, 401)
+            fake.recorder.record("Accounts", {"sid": sid}, 200)
+            return {"sid": sid, "friendly_name": f"Account {sid[-4:]}", "status": "active", "type": "Full"}
+
         @app.post("/2010-04-01/Accounts/{sid}/Messages.json")
         async def create_message(sid: str, request: Request):
             params = {k: v for k, v in (await request.form()).items() if isinstance(v, str)}
-            expected = "Basic " + base64.b64encode(f"{fake.account_sid}:{fake.auth_token}".encode()).decode()
-            if sid != fake.account_sid or request.headers.get("authorization") != expected:
+            if not fake._authorized(sid, request):
                 fake.recorder.record("Messages", params, 401)
                 return JSONResponse({"code": 20003, "message": "Authenticate", "status": 401}, 401)
+            if params.get("To") in fake.outside_window:
+                fake.recorder.record("Messages", params, 400)
+                return JSONResponse({"code": 63016, "status": 400, "message": (
+                    "Failed to send freeform message because you are outside the allowed window. "
+                    "If you are using WhatsApp, please use a Message Template."),
+                    "more_info": "https://www.twilio.com/docs/errors/63016"}, 400)
             failure = fake.recorder.next_failure("Messages")
             if failure is not None:
                 fake.recorder.record("Messages", params, failure.status)

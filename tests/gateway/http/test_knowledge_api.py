@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 
@@ -44,6 +46,23 @@ def test_a_topic_without_source_or_title_is_422_naming_the_field(client, missing
     resp = client.post("/api/kb/topics", json=body)
     assert resp.status_code == 422 and resp.json()["message"].startswith(missing)
     assert client.get("/api/kb/topics").json()["total"] == 0
+
+
+@pytest.mark.parametrize("source", ["two words", "../../etc/passwd", "a/b", "x<script>", "caf\u00e9", "-lead",
+                                    "new\nline", "q?x=1", "100%"])
+def test_a_topic_source_outside_its_charset_is_422_naming_the_field(client, source):
+    resp = client.post("/api/kb/topics", json={**TOPIC, "source": source})
+    assert resp.status_code == 422 and resp.json()["message"].startswith("source: ASCII letters, digits and")
+    assert client.get("/api/kb/topics").json()["total"] == 0
+    imported = client.post("/api/kb/import", params={"format": "jsonl"},
+                           content=json.dumps({**TOPIC, "source": source}).encode())
+    assert "source: ASCII letters" in imported.text and client.get("/api/kb/topics").json()["total"] == 0
+
+
+def test_every_documented_source_character_is_taken(client):
+    resp = client.post("/api/kb/topics", json={**TOPIC, "source": "Faq.hours_v2-b:part#3@shop"})
+    assert resp.status_code == 201, resp.text
+    assert client.get("/api/kb/topics/Faq.hours_v2-b:part%233@shop").json()["title"] == TOPIC["title"]
 
 
 def test_a_bad_topic_in_a_list_writes_none_of_the_list(client):

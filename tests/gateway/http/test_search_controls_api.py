@@ -81,3 +81,43 @@ def test_cache_stats_clear_and_metrics(client):
     assert client.delete("/api/kb/cache").json() == {"cleared": 1}
     assert client.get("/api/kb/cache").json()["entries"] == 0
     assert search(client)["cache"] == "miss"
+
+
+def test_a_write_to_the_knowledge_base_makes_older_cache_entries_unusable(client):
+    def found(query: str) -> tuple[str, list[str]]:
+        answer = search(client, query=query)
+        return answer["cache"], [r["source"] for r in answer["results"]]
+
+    word = "zqcache7777"
+    assert found(word)[0] == "miss"
+    assert found(word)[0] == "hit"  # the empty answer is cached
+    topic = {"source": "secret-word", "title": "The zqcache7777 code", "summary": f"{word} opens the back gate."}
+    assert client.post("/api/kb/topics", json=topic).status_code in (200, 201)
+    cache, sources = found(word)
+    assert cache == "miss" and "secret-word" in sources  # not the stale miss
+    assert found(word)[0] == "hit"
+    other = "zqdoc8888"
+    assert found(other)[0] == "miss"
+    document = f"# Gate codes\n\nThe side door code is {other}.\n".encode()
+    upload = client.post("/api/kb/documents", files=[("file", ("codes.md", document))])
+    assert upload.status_code == 201, upload.text
+    cache, sources = found(other)
+    assert cache == "miss" and any(s.startswith("doc:") for s in sources)
+    client.delete("/api/kb/topics/secret-word")
+    cache, sources = found(word)  # a delete, too: the hit above is not served
+    assert cache == "miss" and "secret-word" not in sources
+
+
+def test_an_entry_over_the_size_cap_is_not_cached(settings, caplog):
+    dense = settings.model_copy(update={"embeddings": "fastembed", "embedding_model_path": MODEL_PATH,
+                                        "semantic_cache_max_entry_bytes": 4096})
+    long = [{"source": f"long-{i}", "title": f"E-bike notes {i}", "summary": "E-bike rental. " + "x" * 2000}
+            for i in range(3)]
+    with LiveServer(create_app(dense)) as server, \
+            httpx.Client(base_url=server.url, headers=ADMIN, timeout=30) as c:
+        assert c.post("/api/kb/topics", json=long).status_code == 201
+        answers = [search(c) for _ in range(2)]
+        assert [a["cache"] for a in answers] == ["miss", "miss"]  # never stored, so never a hit
+        assert "semantic cache: not stored (over its size cap)" in answers[1]["notes"]
+        assert c.get("/api/kb/cache").json()["entries"] == 0
+    assert "over the 4096-byte cap, not stored" in caplog.text

@@ -192,3 +192,18 @@ def test_a_site_with_instructions_is_shaped_into_afw_topics_by_the_language_mode
     asked = fake_openai.chat_requests()[-1]["body"]["messages"]
     assert "one topic per drink with its price" in asked[0]["content"]
     assert "Espresso costs 2 euros" in asked[1]["content"]
+
+
+def test_a_crawl_that_failed_on_its_first_page_says_why_and_counts_sites(admin, site):
+    site.add("/", "down for maintenance", statuses=[404])
+    queued = admin.post("/api/kb/crawl", json={"url": f"{site.base}/"})
+    assert queued.status_code == 202
+    job = wait_for_job(admin, "crawl")
+    assert job["status"] == "failed" and "page limit" not in job["message"], job
+    assert f"no page could be read ({site.base}/: HTTP 404)" in job["message"]
+    site.add("/", _html("Harbor Bikes", "We rent bikes by the harbour.", "/prices", "/team"))
+    site.add("/prices", _html("Prices", "A city bike costs 15 euros a day."))
+    site.add("/team", _html("Team", "Anna and Ben run the shop."))
+    admin.post("/api/kb/crawl", json={"url": f"{site.base}/"})
+    done = wait_for_job(admin, "crawl", count=2)
+    assert (done["status"], done["done"], done["total"], done["pages_fetched"]) == ("done", 1, 1, 3), done

@@ -9,11 +9,12 @@ import pytest
 
 from gateway.core.outbound import OutboundPolicy
 from gateway.core.outbound_client import FetchLimits, GuardedClient
-from gateway.knowledge.crawler import CrawledPage, Crawler, CrawlLimits, CrawlProblem
+from gateway.knowledge.crawler import CrawledPage, Crawler, CrawlLimits, CrawlProblem, links, normalise
 from tests.fakes.live_server import LiveServer
 from tests.fakes.website import Website
 
-NAMES = {"site.test": "127.0.0.1", "internal.test": "10.0.0.5", "other.example": "93.184.216.34"}
+NAMES = {"site.test": "127.0.0.1", "elsewhere.test": "127.0.0.1", "internal.test": "10.0.0.5",
+         "other.example": "93.184.216.34"}
 
 
 async def _resolve(host: str, port: int):
@@ -92,7 +93,7 @@ async def test_a_crawl_fetches_exactly_the_pages_it_may(site):
         "/down": "HTTP 503 after 3 tries",
         "/huge": "the page is 60000 bytes; the limit is 50000",
     }
-    assert jump.startswith("refused by the outbound guard") and "10.0.0.5, a private address" in jump
+    assert jump == f"redirected to http://internal.test:{port}/secret, which is not followed"  # never asked
     assert sorted(site.paths()) == sorted([
         "/robots.txt", "/sitemap.xml", "/", "/hidden", "/about", "/old", "/moved", "/final", "/logo.png",
         "/flaky", "/flaky", "/down", "/down", "/down", "/huge", "/deep1", "/deep2", "/jump",
@@ -118,3 +119,29 @@ async def test_page_limit_and_politeness(site):
     assert [p.url.removeprefix(site.base) for p in pages] == ["/", "/p0", "/p1", "/p2"]
     assert site.paths() == ["/robots.txt", "/sitemap.xml", "/", "/p0", "/p1", "/p2"]
     assert len(sleeps) == 5 and all(0 < s <= 0.2 for s in sleeps)  # one wait before every request after the first
+
+
+async def test_an_off_site_redirect_is_refused_before_its_target_is_requested(site):
+    elsewhere = Website()
+    with LiveServer(elsewhere.app()) as other:
+        away = f"http://elsewhere.test:{other.port}"
+        elsewhere.add("/landing", _page(text="Another site."))
+        elsewhere.add("/sitemap-2.xml", "<urlset/>", content_type="application/xml")
+        site.add("/robots.txt", f"User-agent: *\nSitemap: {site.base}/sitemap.xml\n", content_type="text/plain")
+        site.add("/sitemap.xml", statuses=[301], location=f"{away}/sitemap-2.xml")
+        site.add("/", _page("/away", "/home"))
+        site.add("/away", statuses=[302], location=f"{away}/landing")
+        site.add("/home", statuses=[301], location="/about")  # on the same site: followed
+        site.add("/about", _page(text="About us."))
+        pages, problems = await _run(_crawler(site, []), f"{site.base}/")
+    assert [p.url.removeprefix(site.base) for p in pages] == ["/", "/about"]
+    assert [(p.url.removeprefix(site.base), p.kind, p.reason) for p in problems] == [
+        ("/away", "skipped", f"redirected to {away}/landing, which is not followed")]
+    assert elsewhere.requests == []  # neither the page nor the sitemap was asked for
+
+
+def test_ipv6_literal_urls_keep_their_brackets():
+    assert normalise("HTTP://[2001:DB8::1]:8080/a#b") == "http://[2001:db8::1]:8080/a"
+    assert normalise("http://[::1]/") == "http://[::1]/"
+    assert links("http://[::1]:8080/", b'<a href="/next">n</a><a href="http://[fe80::2]/x">x</a>') == [
+        "http://[::1]:8080/next", "http://[fe80::2]/x"]

@@ -211,3 +211,19 @@ def test_a_scanned_pdf_is_recorded_as_failed_with_the_reason_and_adds_nothing(ga
     assert _topics(gateway) == []
     job = httpx.get(f"{gateway.url}/api/kb/jobs/{resp.json()['job']}", headers=ADMIN).json()
     assert (job["status"], job["done"], job["errors"]) == ("failed", 1, 1) and "no text layer" in job["problems"][0]
+
+
+def test_preview_of_an_unreadable_pdf_is_the_same_422_as_its_upload(gateway):
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.add_page()
+    pdf.rect(20, 20, 120, 80, style="F")  # no text layer
+    for name, data in (("scan.pdf", bytes(pdf.output())), ("notes.pdf", b"just text, not a PDF")):
+        preview = httpx.post(f"{gateway.url}/api/kb/documents/preview", files={"file": (name, data)}, headers=ADMIN)
+        upload = _upload(gateway, name, data)
+        assert preview.status_code == upload.status_code == 422, preview.text
+        reason = upload.json()["documents"][0]["document"]["error"]
+        assert preview.json()["error"] == "invalid_input" and reason in preview.json()["message"]
+    assert "no text layer" in httpx.post(f"{gateway.url}/api/kb/documents/preview", headers=ADMIN,
+                                         files={"file": ("scan.pdf", bytes(pdf.output()))}).json()["message"]

@@ -1,0 +1,270 @@
+"""Channel connections added at run time: their webhook routes, inbox dispatch and vendor checks.
+
+Each kind's connection handler lives in a vendor module (``CONNECTION_MODULES``) imported on first
+use, so a deployment without connections never pays for aiogram's import. A webhook names its
+connection in the path; the connection is read from Redis on every call (an operator's change is
+seen by every replica at once) and a disabled or deleted one answers 404 before anything is queued.
+Deliveries go into the inbox under the kind's channel name with the connection in their id, so one
+inbox handler per kind serves both the environment-configured channel and every connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from importlib import import_module
+from typing import Protocol
+
+from fastapi import Request, Response
+from starlette.routing import Route
+
+from channels import webhook_docs
+from channels.connection_capabilities import CAPABILITIES
+from gateway.channel import (
+    Capabilities,
+    ChannelContext,
+    ChannelDeliveryError,
+    Connection,
+    Delivery,
+    DeliveryRejected,
+    DeliveryReport,
+    InboxHandler,
+    NotFound,
+    ReplySink,
+    Work,
+    split_delivery_id,
+)
+
+__all__ = ["CONNECTION_MODULES", "ConnectionKind", "install_connections"]
+
+log = logging.getLogger(__name__)
+
+# kind -> (the module with its ``build_connections(context)``, the inbox channel name, its webhook paths)
+CONNECTION_MODULES: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "telegram": ("channels.telegram_connections", "telegram", ("/channels/telegram/{connection_id}/webhook",)),
+    "slack": ("channels.slack_connections", "slack", ("/channels/slack/{connection_id}/events",)),
+    "twilio_sms": ("channels.twilio_connections", "twilio_sms", ("/channels/twilio/{connection_id}/sms",)),
+    "whatsapp": ("channels.whatsapp", "whatsapp", ("/channels/whatsapp/{connection_id}",
+                                                   "/channels/whatsapp/{connection_id}/status")),
+}
+
+
+class KindHandler(Protocol):
+    """One kind's connection side, built by its vendor module's ``build_connections(context)``."""
+
+    capabilities: Capabilities
+
+    async def webhook(self, request: Request, connection: Connection) -> Response: ...
+
+    async def accept(self, delivery: Delivery, connection: Connection) -> Work | None: ...
+
+    def sink_for(self, delivery: Delivery, connection: Connection) -> ReplySink: ...
+
+    async def verify(self, connection: Connection, webhook_url: str) -> str | None: ...
+
+    async def forget(self, connection: Connection) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+async def note_delivery(context: ChannelContext, connection_id: str, report: DeliveryReport) -> DeliveryReport:
+    """A connection's reply outcome goes into its status: the time it went out, or why it did not."""
+    if context.connections is not None:
+        if report.delivered:
+            await context.connections.note(connection_id, last_outbound_at=now())
+        else:
+            await context.connections.note_error(connection_id, report.error or "the reply was not delivered")
+    return report
+
+
+async def redacting(send: Awaitable[str], connection: Connection) -> str:
+    """One vendor call whose error leaves with the connection's credentials masked, without its cause
+    (a vendor may echo a token in an error; the error goes into logs, traces and the status)."""
+    try:
+        return await send
+    except ChannelDeliveryError as exc:
+        clean = connection.redact(exc.message)
+        if clean == exc.message:
+            raise
+        masked = copy.copy(exc)
+        masked.message, masked.args = clean, (clean,)
+        raise masked from None
+
+
+class ConnectionKind:
+    """One kind: its vendor module loaded on first use, its routes, its inbox dispatch and vendor check."""
+
+    def __init__(self, kind: str, context: ChannelContext) -> None:
+        self.kind = kind
+        self.module, self.name, self.paths = CONNECTION_MODULES[kind]
+        self.context = context
+        self.environment: InboxHandler | None = None  # the environment-configured channel of this name
+        self._handler: KindHandler | None = None
+        self._loading = asyncio.Lock()
+
+    async def handler(self) -> KindHandler:
+        if self._handler is None:
+            async with self._loading:
+                if self._handler is None:
+                    module = await asyncio.to_thread(import_module, self.module)
+                    self._handler = module.build_connections(self.context)
+                    self.context.on_stop.append(self._handler.stop)
+        return self._handler
+
+    async def connection(self, connection_id: str) -> Connection:
+        store = self.context.connections
+        found = None if store is None else await store.find(connection_id)
+        if found is None or found.kind != self.kind or not found.enabled:
+            self.context.metrics.rejected.labels(self.name, "no_connection").inc()
+            raise NotFound("no such connection, or it is disabled")
+        return found
+
+    # -- the webhook ---------------------------------------------------------------------------
+    async def webhook(self, request: Request) -> Response:
+        connection = await self.connection(request.path_params["connection_id"])
+        return await (await self.handler()).webhook(request, connection)
+
+    def routes(self) -> list[Route]:
+        return [Route(path, self.webhook, methods=["POST"], include_in_schema=False) for path in self.paths]
+
+    def described(self) -> dict[str, dict]:
+        """Each webhook path and what the OpenAPI document says the vendor sends there."""
+        return {path: webhook_docs.for_connection(getattr(webhook_docs, DOCS[path])) for path in self.paths}
+
+    # -- the inbox -----------------------------------------------------------------------------
+    async def accept(self, delivery: Delivery) -> Work | None:
+        connection_id, _ = split_delivery_id(delivery.dedup_id)
+        if connection_id is None:
+            if self.environment is None:
+                raise DeliveryRejected(f"no {self.name!r} channel is configured by environment variables")
+            return await self.environment.accept(delivery)
+        store = self.context.connections
+        connection = None if store is None else await store.find(connection_id)
+        if connection is None or not connection.enabled:
+            log.info("%s delivery %s: its connection was disabled or deleted; not answered", self.name,
+                     delivery.dedup_id)
+            return None
+        await store.note(connection.id, last_inbound_at=now())
+        return await (await self.handler()).accept(delivery, connection)
+
+    def sink_for(self, delivery: Delivery) -> ReplySink:
+        connection_id, _ = split_delivery_id(delivery.dedup_id)
+        if connection_id is None:
+            if self.environment is None:
+                raise DeliveryRejected(f"no {self.name!r} channel is configured by environment variables")
+            return self.environment.sink_for(delivery)
+        return LateSink(lambda: self._sink(delivery, connection_id))
+
+    async def _sink(self, delivery: Delivery, connection_id: str) -> ReplySink:
+        store = self.context.connections
+        connection = None if store is None else await store.find(connection_id)
+        if connection is None:
+            raise DeliveryRejected(f"connection {connection_id} was deleted")
+        return (await self.handler()).sink_for(delivery, connection)
+
+    # -- the vendor check (``ConnectionVerifier``) ----------------------------------------------
+    async def verify(self, connection: Connection, webhook_url: str) -> str | None:
+        return await (await self.handler()).verify(connection, webhook_url)
+
+    async def forget(self, connection: Connection) -> None:
+        await (await self.handler()).forget(connection)
+
+
+class LateSink:
+    """A resumed turn's reply target, found when the reply is ready (the connection is read then)."""
+
+    streaming = False
+
+    def __init__(self, build: Callable[[], Awaitable[ReplySink]]) -> None:
+        self._build = build
+
+    async def delta(self, text: str) -> None:  # pragma: no cover - not streaming
+        raise NotImplementedError
+
+    async def deliver(self, text: str) -> DeliveryReport:
+        return await (await self._build()).deliver(text)
+
+
+DOCS = {  # webhook path -> its operation in webhook_docs
+    "/channels/telegram/{connection_id}/webhook": "TELEGRAM_UPDATE",
+    "/channels/twilio/{connection_id}/sms": "TWILIO_SMS",
+    "/channels/slack/{connection_id}/events": "SLACK_EVENTS",
+    "/channels/whatsapp/{connection_id}": "WHATSAPP", "/channels/whatsapp/{connection_id}/status": "WHATSAPP_STATUS",
+}
+
+# kinds checked with the vendor on save, not routed per connection yet: kind -> class in channels.vendor_checks
+CHECK_ONLY = {"twilio_voice": "TwilioVoiceCheck"}
+
+
+class CheckOnly:
+    """A check-only kind's vendor check, its module (slack-sdk, twilio) imported on first use."""
+
+    def __init__(self, kind: str, context: ChannelContext) -> None:
+        self.kind, self.context = kind, context
+
+    async def _check(self):
+        module = await asyncio.to_thread(import_module, "channels.vendor_checks")
+        return getattr(module, CHECK_ONLY[self.kind])(self.context)
+
+    async def verify(self, connection: Connection, webhook_url: str) -> str | None:
+        return await (await self._check()).verify(connection, webhook_url)
+
+    async def forget(self, connection: Connection) -> None:
+        await (await self._check()).forget(connection)
+
+
+def install_connections(context: ChannelContext, *, routes: bool) -> list[ConnectionKind]:
+    """Register every kind's inbox dispatch (wrapping the environment channel of the same name) and
+    vendor check; answer the kinds (whose routes a serving process mounts).
+
+    A serving process loads the modules of the kinds it has connections of before it serves, and the
+    others in the background, so the first webhook of a connection added later does not wait for
+    aiogram's import."""
+    kinds: list[ConnectionKind] = []
+    for kind in CONNECTION_MODULES:
+        entry = ConnectionKind(kind, context)
+        entry.environment = context.inbox_handlers.get(entry.name)
+        context.inbox_handlers[entry.name] = entry  # type: ignore[assignment]
+        context.connection_verifiers[kind] = entry
+        capabilities = CAPABILITIES[kind]
+        context.capabilities.setdefault(entry.name, capabilities)
+        context.rag_modes.setdefault(entry.name, capabilities.rag_mode)
+        kinds.append(entry)
+    for kind in CHECK_ONLY:
+        context.connection_verifiers[kind] = CheckOnly(kind, context)
+    if routes:
+        context.on_start.append(lambda: _load_in_background(kinds))
+    return kinds
+
+
+_loading: set[asyncio.Task[object]] = set()
+
+
+async def _load_in_background(kinds: list[ConnectionKind]) -> None:
+    store = kinds[0].context.connections if kinds else None
+    try:
+        present = {c.kind for c in await store.list()} if store is not None else set()
+    except Exception as exc:  # Redis away at start: everything loads in the background
+        log.warning("could not list the connections at start: %s", exc)
+        present = set()
+    for entry in kinds:
+        if entry.kind in present:
+            await entry.handler()
+
+    async def load() -> None:
+        for entry in kinds:
+            try:
+                await entry.handler()
+            except Exception:  # the first webhook of this kind tries again, and reports it
+                log.exception("could not load the %s connections' module", entry.kind)
+
+    task = asyncio.create_task(load(), name="load connection kinds")
+    _loading.add(task)
+    task.add_done_callback(_loading.discard)

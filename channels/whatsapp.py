@@ -1,0 +1,230 @@
+"""WhatsApp through Twilio's Messaging API: a connection's sender (``whatsapp:+…``) and agent.
+
+Twilio posts each WhatsApp message to ``/channels/whatsapp/{id}`` (``From``/``To`` are
+``whatsapp:+<number>``), signed with the connection's auth token. Text goes through the inbox and a
+turn; the reply is sent with the Messages API from the connection's sender, split at WhatsApp's
+4,096 characters. A message with only media (an image, a voice note) is recorded in the transcript
+with its media URL (Twilio's media URLs need the account's credentials to fetch: no secret in them)
+and answered with a short text saying the bot reads text. Outside WhatsApp's 24-hour
+customer-service window Twilio refuses a free-form reply (error 63016): the refusal is the
+reply's delivery error, in the turn trace and the console, and counted in the connection's status.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from fastapi import Request, Response
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from channels.connection_capabilities import WHATSAPP
+from channels.connections import note_delivery, redacting
+from channels.delivery import deliver_parts
+from channels.errors import ChannelRejected
+from channels.outbound_retry import RetryPolicy
+from channels.render import render
+from channels.twilio_connections import TwilioAccountConnections
+from channels.twilio_rest import TwilioRest, verified_form
+from channels.twilio_sms import twiml
+from gateway.channel import (
+    Attachment,
+    BadRequest,
+    ChannelContext,
+    ChannelDeliveryError,
+    Connection,
+    Delivery,
+    DeliveryRejected,
+    DeliveryReport,
+    InboundMessage,
+    Message,
+    Role,
+    SendWork,
+    TurnWork,
+    Work,
+    delivery_id,
+    order_key,
+    scoped,
+)
+
+__all__ = ["OUTSIDE_WINDOW", "WhatsAppConnections", "WhatsAppWebhook", "build_connections"]
+
+log = logging.getLogger(__name__)
+CHANNEL = "whatsapp"
+CAPABILITIES = WHATSAPP
+OUTSIDE_WINDOW = "63016"  # Twilio: a free-form WhatsApp message outside the 24-hour window
+MEDIA_REPLY = "I can read text messages only: please type your question."
+SENT_TTL_S = 3 * 24 * 3600  # how long a reply's status callback can still be matched to its turn
+FAILED = frozenset({"failed", "undelivered"})
+
+
+class WhatsAppWebhook(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+    message_sid: str = Field(alias="MessageSid")
+    from_: str = Field(alias="From", pattern=r"^whatsapp:\+")
+    to: str = Field(alias="To", pattern=r"^whatsapp:\+")
+    body: str = Field(default="", alias="Body")
+    num_media: int = Field(default=0, alias="NumMedia")
+    profile_name: str | None = Field(default=None, alias="ProfileName")
+
+    @classmethod
+    def read(cls, form: dict[str, str]) -> tuple[WhatsAppWebhook, list[tuple[str, str]]]:
+        """The message and its media as (content type, URL) pairs."""
+        message = cls.model_validate(form)
+        media = [(form.get(f"MediaContentType{i}", "application/octet-stream"), form[f"MediaUrl{i}"])
+                 for i in range(message.num_media) if f"MediaUrl{i}" in form]
+        return message, media
+
+
+def _queued(delivery: Delivery) -> tuple[WhatsAppWebhook, list[tuple[str, str]]]:
+    try:
+        return WhatsAppWebhook.read(delivery.json())
+    except (ValidationError, ValueError, KeyError) as exc:
+        raise DeliveryRejected("not a Twilio WhatsApp webhook (MessageSid, From, To expected)") from exc
+
+
+def _inbound(message: WhatsAppWebhook, text: str, media: list[tuple[str, str]]) -> InboundMessage:
+    number = message.from_.removeprefix("whatsapp:")
+    return InboundMessage(
+        channel=CHANNEL, external_user_id=number, external_message_id=message.message_sid,
+        identity=f"whatsapp:{number}", text=text, display_name=message.profile_name,
+        attachments=tuple(Attachment(kind=kind.split("/", 1)[0], mime_type=kind) for kind, _ in media),
+    )
+
+
+def _refused_outside_window() -> str:
+    return (f"WhatsApp refused a free-form reply outside the 24-hour customer-service window "
+            f"(Twilio {OUTSIDE_WINDOW}): waiting for a template message")
+
+
+class WhatsAppSink:
+    streaming = False
+    channel = CHANNEL
+
+    def __init__(self, rest: TwilioRest, to: str, sender: str, policy: RetryPolicy, context: ChannelContext,
+                 connection: Connection, turn_id: str | None = None) -> None:
+        self.rest, self.to, self.sender, self.policy = rest, to, sender, policy
+        self.context, self.connection, self.connection_id = context, connection, connection.id
+        self.turn_id = turn_id  # the turn whose reply this is: a later refusal (status callback) is written there
+        self.status_url = connection.public(context.settings.public_url)["webhook_url"] + "/status"
+
+    async def delta(self, text: str) -> None:  # pragma: no cover - not streaming
+        raise NotImplementedError
+
+    async def _send(self, part: str, idempotency_token: str | None = None) -> str:
+        try:
+            sid = await redacting(self.rest.send_sms(self.to, part, self.sender, idempotency_token, self.status_url),
+                                  self.connection)
+        except ChannelRejected as exc:
+            if OUTSIDE_WINDOW in exc.message:
+                raise ChannelRejected(_refused_outside_window()) from exc
+            raise
+        if self.turn_id is not None:  # Twilio usually reports the refusal later, in the status callback
+            await self.context.store.redis.set(self.context.store.key("whatsapp", "sent", sid), self.turn_id,
+                                               ex=SENT_TTL_S)
+        return sid
+
+    async def _noted(self, report: DeliveryReport) -> DeliveryReport:
+        if not report.delivered and report.error and OUTSIDE_WINDOW in report.error and self.context.connections:
+            await self.context.connections.count_refusal(self.connection_id)
+            log.warning("whatsapp connection %s: reply refused outside the 24-hour window", self.connection_id)
+        return await note_delivery(self.context, self.connection_id, report)
+
+    async def deliver(self, text: str) -> DeliveryReport:
+        return await self._noted(await deliver_parts(render(text, CAPABILITIES), self._send, self.policy,
+                                                     what="twilio WhatsApp"))
+
+    async def deliver_keyed(self, text: str, key: str) -> DeliveryReport:
+        return await self._noted(await deliver_parts(render(text, CAPABILITIES), self._send, self.policy,
+                                                     what="twilio WhatsApp", key=key))
+
+    async def say(self, text: str) -> None:
+        report = await self.deliver(text)
+        if not report.delivered:
+            raise ChannelDeliveryError(report.error or "whatsapp send failed")
+
+
+class WhatsAppConnections(TwilioAccountConnections):
+    capabilities = CAPABILITIES
+
+    async def webhook(self, request: Request, connection: Connection) -> Response:
+        form = await verified_form(request, self.context, CHANNEL, connection.secret("auth_token"))
+        if request.url.path.endswith("/status"):
+            await self._status(form, connection)
+            return twiml()
+        try:
+            message, _ = WhatsAppWebhook.read(form)
+        except ValidationError as exc:
+            raise BadRequest("not a Twilio WhatsApp webhook (MessageSid, From and To as whatsapp:+…)") from exc
+        await self.context.ack_delivery(CHANNEL, delivery_id(connection.id, message.message_sid),
+                                        order_key(connection.id, message.from_), json.dumps(form))
+        return twiml()
+
+    async def accept(self, delivery: Delivery, connection: Connection) -> Work | None:
+        message, media = _queued(delivery)
+        sink = self.sink_for(delivery, connection)
+        if message.body.strip():
+            inbound = scoped(_inbound(message, message.body.strip(), media), connection)
+            turn = await self.context.pipeline.accept(inbound, delivery_id=delivery.id)
+            if turn is None:
+                return None
+            sink.turn_id = turn.trace.turn_id
+            return TurnWork(turn, sink)
+        if not await self.context.store.claim_once("msg", CHANNEL, delivery.dedup_id):
+            return None
+        described = "\n".join(f"[{kind}] {url}" for kind, url in media) or "[an empty message]"
+        where = await self._record(scoped(_inbound(message, described, media), connection))
+        return SendWork(lambda: self._answer_media(sink, *where), what=f"whatsapp media answer ({connection.id})")
+
+    async def _record(self, inbound: InboundMessage) -> tuple[str, str]:
+        """A media message goes into the transcript as its media URLs; no turn (the model reads text)."""
+        store = self.context.store
+        persona = await store.resolve_persona(inbound.identity, inbound.display_name)
+        conversation, _ = await self.context.sessions.open(persona, inbound)
+        await store.add_message(Message(
+            conversation_id=conversation.id, persona_id=persona.id, role=Role.USER, channel=CHANNEL,
+            text=inbound.text, external_id=inbound.external_message_id, created_at=inbound.received_at))
+        return conversation.id, persona.id
+
+    async def _answer_media(self, sink: WhatsAppSink, conversation_id: str, persona_id: str) -> None:
+        report = await sink.deliver(MEDIA_REPLY)
+        await self.context.store.add_message(Message(
+            conversation_id=conversation_id, persona_id=persona_id, role=Role.AGENT, channel=CHANNEL, text=MEDIA_REPLY,
+            delivery="delivered" if report.delivered else "failed", delivery_error=report.error))
+        if not report.delivered:
+            raise ChannelDeliveryError(report.error or "whatsapp send failed")
+
+    async def _status(self, form: dict[str, str], connection: Connection) -> None:
+        """A reply Twilio or WhatsApp finally refused: its turn's trace and stored reply say why."""
+        if form.get("MessageStatus") not in FAILED:
+            return
+        code = form.get("ErrorCode", "")
+        error = (_refused_outside_window() if code == OUTSIDE_WINDOW
+                 else f"WhatsApp did not deliver the reply (Twilio {code})")
+        store = self.context.store
+        if self.context.connections is not None:
+            await self.context.connections.note_error(connection.id, error)
+            if code == OUTSIDE_WINDOW:
+                await self.context.connections.count_refusal(connection.id)
+        turn_id = await store.redis.get(store.key("whatsapp", "sent", form.get("MessageSid", "")))
+        trace = await store.get_trace(turn_id.decode()) if turn_id else None
+        if trace is None:
+            log.warning("whatsapp connection %s: a reply was refused (%s) but its turn is unknown", connection.id, code)
+            return
+        trace.delivery_error = error
+        await store.save_trace(trace)
+        message = await store.get_message(trace.agent_message_id) if trace.agent_message_id else None
+        if message is not None:
+            await store.update_message(Message.model_validate(
+                {**message.model_dump(), "delivery": "failed", "delivery_error": error}))
+
+    def sink_for(self, delivery: Delivery, connection: Connection) -> WhatsAppSink:
+        message, _ = _queued(delivery)
+        sender = connection.secret("sender")
+        return WhatsAppSink(self.clients.rest(connection, sender), message.from_, sender, self.policy,
+                            self.context, connection)
+
+
+def build_connections(context: ChannelContext) -> WhatsAppConnections:
+    return WhatsAppConnections(context)

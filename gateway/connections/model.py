@@ -1,0 +1,101 @@
+"""What a channel connection is: a kind, a name, the agent it answers as, credentials and a status."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gateway.core.models import new_id, utcnow
+
+__all__ = ["DEFAULT_ID", "KINDS", "REQUIRED", "SECRET_FIELDS", "Connection", "ConnectionStatus", "Kind", "mask",
+           "webhook_path"]
+
+Kind = Literal["telegram", "slack", "twilio_sms", "twilio_voice", "whatsapp"]
+KINDS: tuple[str, ...] = get_args(Kind)
+DEFAULT_ID = "default"  # the environment-configured channels, listed read-only
+
+# What an operator gives for each kind (the Telegram webhook secret the gateway makes itself).
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "telegram": ("bot_token",),
+    "slack": ("bot_token", "signing_secret"),
+    "twilio_sms": ("account_sid", "auth_token", "phone_number"),
+    "twilio_voice": ("account_sid", "auth_token", "phone_number"),
+    "whatsapp": ("account_sid", "auth_token", "sender"),
+}
+# Shown masked (last 4 characters) everywhere; the rest (a phone number, a WhatsApp sender) is an address.
+SECRET_FIELDS = frozenset({"bot_token", "signing_secret", "auth_token", "account_sid", "webhook_secret"})
+
+_PATHS = {
+    "telegram": "/channels/telegram/{id}/webhook",
+    "slack": "/channels/slack/{id}/events",
+    "twilio_sms": "/channels/twilio/{id}/sms",
+    "twilio_voice": "/channels/twilio/{id}/voice",
+    "whatsapp": "/channels/whatsapp/{id}",
+}
+
+
+_ENVIRONMENT_PATHS = {  # the environment-configured channels keep the paths they always had
+    "telegram": "/channels/telegram/webhook",
+    "slack": "/channels/slack/events",
+    "twilio_sms": "/channels/twilio/sms",
+    "twilio_voice": "/channels/twilio/voice",
+}
+
+
+def webhook_path(kind: str, connection_id: str) -> str:
+    if connection_id == DEFAULT_ID:
+        return _ENVIRONMENT_PATHS[kind]
+    return _PATHS[kind].format(id=connection_id)
+
+
+def mask(value: str) -> str:
+    """``••••1234``: enough to tell two tokens apart, never enough to use one."""
+    return "••••" + value[-4:] if len(value) > 8 else "••••"
+
+
+class ConnectionStatus(BaseModel):
+    """What an operator acts on: when the vendor last accepted the credentials, traffic, the last error."""
+
+    verified_at: datetime | None = None
+    last_inbound_at: datetime | None = None
+    last_outbound_at: datetime | None = None
+    last_error: str | None = None
+    last_error_at: datetime | None = None
+    account: str | None = None  # who the vendor says we are: a bot's @username, a Slack team, a Twilio account
+    waiting_for_template: int = 0  # WhatsApp replies refused outside the 24-hour window
+
+
+class Connection(BaseModel):
+    """A connection with its credentials in plain text: only in memory, never stored or answered so."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str = Field(default_factory=lambda: new_id()[:12])
+    kind: Kind
+    name: str = Field(min_length=1, max_length=100)
+    agent: str | None = None  # ``agent_id`` or ``agent_id@version``; None: the channels' agent
+    enabled: bool = True
+    credentials: dict[str, str] = Field(default_factory=dict, repr=False)
+    status: ConnectionStatus = Field(default_factory=ConnectionStatus)
+    read_only: bool = False
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+    def secret(self, name: str) -> str:
+        return self.credentials.get(name, "")
+
+    def redact(self, text: str) -> str:
+        """``text`` with every credential of this connection masked (a vendor error may echo one)."""
+        for value in self.credentials.values():
+            if len(value) >= 6:
+                text = text.replace(value, mask(value))
+        return text
+
+    def public(self, public_url: str) -> dict:
+        """The answer shape: credentials masked, the URL the vendor must call."""
+        body = self.model_dump(mode="json", exclude={"credentials"})
+        body["credentials"] = {k: mask(v) if k in SECRET_FIELDS else v for k, v in self.credentials.items()}
+        body["webhook_url"] = public_url.rstrip("/") + webhook_path(self.kind, self.id)
+        return body

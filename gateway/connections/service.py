@@ -1,0 +1,207 @@
+"""Adding, changing and removing connections: validated, verified with the vendor, then stored.
+
+Refused input (unknown kind, a missing credential, an unknown agent, credentials the vendor refuses)
+stores nothing. A vendor that cannot be reached does not lose the operator's work: the connection
+is stored disabled with the error in its status, to be verified again later.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gateway.agents.store import LATEST, AgentStore
+from gateway.connections.model import DEFAULT_ID, KINDS, REQUIRED, Connection, ConnectionStatus, Kind
+from gateway.connections.store import ConnectionStore
+from gateway.connections.verify import ConnectionVerifier, VendorUnreachable
+from gateway.core.errors import Conflict, InvalidInput, NotFound
+from gateway.core.models import utcnow
+from gateway.core.settings import Settings
+
+__all__ = ["ConnectionCreate", "ConnectionPatch", "Connections"]
+
+log = logging.getLogger(__name__)
+
+
+class ConnectionCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str
+    name: str = Field(min_length=1, max_length=100)
+    agent: str | None = None
+    enabled: bool = True
+    credentials: dict[str, str] = Field(default_factory=dict)
+
+
+class ConnectionPatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(default=None, min_length=1, max_length=100)
+    agent: str | None = None
+    enabled: bool | None = None
+    credentials: dict[str, str] | None = None  # the fields given replace those stored; the rest stay
+
+
+def _invalid(exc: ValidationError) -> InvalidInput:
+    first = exc.errors()[0]
+    return InvalidInput(f"{'.'.join(map(str, first['loc'])) or 'body'}: {first['msg']}")
+
+
+def _check_credentials(kind: str, credentials: dict[str, str]) -> None:
+    for name in REQUIRED[kind]:
+        if not credentials.get(name, "").strip():
+            raise InvalidInput(f"credentials.{name}: required for a {kind} connection")
+    unknown = sorted(set(credentials) - set(REQUIRED[kind]))
+    if unknown:
+        raise InvalidInput(f"credentials.{unknown[0]}: not a {kind} credential (expected {', '.join(REQUIRED[kind])})")
+    if kind == "whatsapp" and not credentials["sender"].startswith("whatsapp:+"):
+        raise InvalidInput("credentials.sender: a WhatsApp sender is written whatsapp:+<number>")
+
+
+class Connections:
+    def __init__(self, settings: Settings, store: ConnectionStore, agents: AgentStore,
+                 verifiers: dict[str, ConnectionVerifier]) -> None:
+        self.settings = settings
+        self.store = store
+        self.agents = agents
+        self.verifiers = verifiers  # kind -> its vendor check, filled as the channels are installed
+
+    def webhook_url(self, connection: Connection) -> str:
+        return connection.public(self.settings.public_url)["webhook_url"]
+
+    async def list(self) -> list[Connection]:
+        return [*self.environment(), *await self.store.list()]
+
+    async def get(self, connection_id: str) -> Connection:
+        if connection_id == DEFAULT_ID:
+            found = self.environment()
+            if not found:
+                raise NotFound("no channel is configured by environment variables")
+            return found[0]
+        return await self.store.get(connection_id)
+
+    async def create(self, data: Any) -> Connection:
+        try:
+            spec = ConnectionCreate.model_validate(data)
+        except ValidationError as exc:
+            raise _invalid(exc) from None
+        if spec.kind not in KINDS:
+            raise InvalidInput(f"kind: unknown kind {spec.kind!r}; one of {', '.join(KINDS)}")
+        credentials = {k: v.strip() for k, v in spec.credentials.items()}
+        _check_credentials(spec.kind, credentials)
+        agent = await self._agent(spec.agent)
+        self.store.box.seal({})  # no key: refused before the vendor is asked anything
+        if spec.kind == "telegram":
+            credentials["webhook_secret"] = secrets.token_urlsafe(32)
+        kind: Kind = spec.kind  # type: ignore[assignment]
+        connection = Connection(kind=kind, name=spec.name, agent=agent, enabled=spec.enabled, credentials=credentials)
+        return await self._verified_save(connection)
+
+    async def update(self, connection_id: str, data: Any) -> Connection:
+        self._writable(connection_id)
+        try:
+            patch = ConnectionPatch.model_validate(data)
+        except ValidationError as exc:
+            raise _invalid(exc) from None
+        current = await self.store.get(connection_id)
+        changes: dict[str, Any] = {k: v for k, v in patch.model_dump(exclude_unset=True).items() if k != "credentials"}
+        if "agent" in changes:
+            changes["agent"] = await self._agent(changes["agent"])
+        if "name" in changes and changes["name"] is None:
+            raise InvalidInput("name: cannot be empty")
+        reverify = False
+        if patch.credentials:
+            given = {k: v.strip() for k, v in patch.credentials.items()}
+            merged = {**{k: v for k, v in current.credentials.items() if k != "webhook_secret"}, **given}
+            _check_credentials(current.kind, merged)
+            if "webhook_secret" in current.credentials:
+                merged["webhook_secret"] = current.credentials["webhook_secret"]
+            reverify = merged != current.credentials
+            changes["credentials"] = merged
+        if changes.get("enabled") and not current.enabled:
+            reverify = True
+        updated = current.model_copy(update=changes)
+        if not reverify:
+            return await self.store.save(updated)
+        saved = await self._verified_save(updated)
+        if "credentials" in changes and saved.status.verified_at != current.status.verified_at:
+            await self._forget(current)  # e.g. the old bot token's webhook: it must not call us any more
+        return saved
+
+    async def verify_again(self, connection_id: str) -> Connection:
+        self._writable(connection_id)
+        current = await self.store.get(connection_id)
+        return await self._verified_save(current.model_copy(update={"enabled": True}))
+
+    async def delete(self, connection_id: str) -> None:
+        self._writable(connection_id)
+        connection = await self.store.get(connection_id)
+        await self.store.delete(connection_id)  # first: its webhook answers 404 from now on
+        await self._forget(connection)
+
+    async def _forget(self, connection: Connection) -> None:
+        verifier = self.verifiers.get(connection.kind)
+        if verifier is not None:
+            try:
+                await verifier.forget(connection)
+            except Exception as exc:  # the vendor side is best effort; the connection is gone either way
+                log.warning("connection %s: could not undo the %s side: %s", connection.id, connection.kind,
+                            connection.redact(str(exc)))
+
+    # -- the parts -----------------------------------------------------------------------------
+    async def _verified_save(self, connection: Connection) -> Connection:
+        verifier = self.verifiers.get(connection.kind)
+        error = None
+        status = connection.status
+        if verifier is not None and connection.enabled:
+            try:
+                account = await verifier.verify(connection, self.webhook_url(connection))
+                status = status.model_copy(update={"verified_at": utcnow(), "account": account})
+            except VendorUnreachable as exc:
+                error = connection.redact(str(exc))
+                connection = connection.model_copy(update={"enabled": False})
+        saved = await self.store.save(connection.model_copy(update={"status": status}))
+        if error is not None:
+            log.warning("connection %s (%s) saved disabled: %s", saved.id, saved.kind, error)
+            await self.store.note_error(saved.id, error)
+        elif verifier is not None and connection.enabled:
+            await self.store.note(saved.id, last_error=None, last_error_at=None)
+        return await self.store.get(saved.id)
+
+    async def _agent(self, agent: str | None) -> str | None:
+        """``id``, ``id@version`` or an agent's name, checked; None (the channels' agent) as given."""
+        if agent is None or not agent.strip():
+            return None
+        agent_id, _, version = agent.strip().partition("@")
+        try:
+            try:
+                await self.agents.get(agent_id)
+            except NotFound:
+                agent_id = (await self.agents.by_name(agent_id)).id
+            await self.agents.resolve(agent_id, version or LATEST)
+        except NotFound as exc:
+            raise InvalidInput(f"agent: {exc.message}") from None
+        return f"{agent_id}@{version}" if version else agent_id
+
+    def _writable(self, connection_id: str) -> None:
+        if connection_id == DEFAULT_ID:
+            raise Conflict("the default connection is configured by environment variables and is read-only here")
+
+    def environment(self) -> list[Connection]:
+        """The channels configured by environment variables, as the read-only connection ``default``."""
+        s = self.settings
+        found: list[tuple[Kind, dict[str, str]]] = []
+        if s.telegram_bot_token is not None:
+            found.append(("telegram", {"bot_token": s.telegram_bot_token.get_secret_value()}))
+        if s.slack_bot_token is not None and s.slack_signing_secret is not None:
+            found.append(("slack", {"bot_token": s.slack_bot_token.get_secret_value(),
+                                    "signing_secret": s.slack_signing_secret.get_secret_value()}))
+        if s.twilio_account_sid and s.twilio_auth_token:
+            twilio = {"account_sid": s.twilio_account_sid, "auth_token": s.twilio_auth_token.get_secret_value(),
+                      "phone_number": s.twilio_from_number or ""}
+            found += [("twilio_sms", twilio), ("twilio_voice", twilio)]
+        return [Connection(id=DEFAULT_ID, kind=kind, name="default", credentials=creds, read_only=True,
+                           status=ConnectionStatus()) for kind, creds in found]
