@@ -52,7 +52,7 @@ async def _list(request: Request, signed: Signed, status_code: int = 200, **cont
 
 @router.get("")
 async def channels(request: Request, signed: Signed = Depends(admin_only)) -> Response:
-    return await _list(request, signed, done=DONE.get(request.query_params.get("done", "")))
+    return await _list(request, signed, outcome=DONE.get(request.query_params.get("done", "")))
 
 
 @router.post("")
@@ -81,7 +81,7 @@ async def _detail(connection_id: str, request: Request, signed: Signed, status_c
     connection = await _connections(signed).get(connection_id)
     return page(request, "channel.html", signed, status_code, c=connection.public(signed.services.settings.public_url),
                 agents=await _agents(signed), labels=LABELS, fields=_form_fields()[connection.kind],
-                done=DONE.get(request.query_params.get("done", "")), error=error)
+                outcome=DONE.get(request.query_params.get("done", "")), error=error)
 
 
 @router.post("/{connection_id}")

@@ -1,0 +1,86 @@
+"""Redis round trips per turn, counted on the wire by a proxy in front of the suite's Redis, against the
+budgets in ``tests/budgets/redis_round_trips.py``. ``-s`` prints each turn's count and commands."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from urllib.parse import urlparse
+
+import httpx
+import pytest
+
+from gateway.http.app import create_app
+from tests.budgets import redis_round_trips as budget
+from tests.channels import vendors
+from tests.channels.conftest import wait_until
+from tests.fakes.live_server import LiveServer
+from tests.fakes.redis_counter import RedisCounter, Traffic
+from tests.gateway.agents.conftest import key_for, make_agent
+
+
+@pytest.fixture
+def proxy(redis_url) -> Iterator[RedisCounter]:
+    if not redis_url.startswith("redis://"):
+        pytest.skip("counts TCP round trips: needs a redis-server on a port")
+    target = urlparse(redis_url)
+    with RedisCounter(target.hostname, target.port) as counter:
+        yield counter
+
+
+def _quiet(proxy: RedisCounter, after: float = 0.4) -> Traffic:
+    """Everything counted until nothing crossed the wire for ``after`` seconds."""
+    total = Traffic()
+    while True:
+        time.sleep(after)
+        more = proxy.take()
+        if more.round_trips == 0:
+            return total
+        total.round_trips += more.round_trips
+        total.commands.update(more.commands)
+
+
+def _report(entry: str, traffic: Traffic) -> str:
+    return f"{entry}: {traffic.round_trips} round trips, {traffic.command_count} commands {dict(traffic.commands)}"
+
+
+def test_a_web_chat_turn(settings, proxy):
+    with LiveServer(create_app(settings.model_copy(update={"redis_url": proxy.url}))) as gateway:
+        client = httpx.Client(base_url=gateway.url, timeout=20)
+        session = client.post("/api/chat/sessions").json()
+        auth = {"Authorization": f"Bearer {session['token']}"}
+        path = f"/api/chat/sessions/{session['session_id']}/messages"
+        assert client.post(path, headers=auth, json={"text": "hello"}).status_code == 200  # warm: first turn
+        _quiet(proxy)
+        assert client.post(path, headers=auth, json={"text": "and on Sundays?"}).json()["reply"]["text"]
+        traffic = _quiet(proxy)
+    print(_report("web chat", traffic))
+    assert 0 < traffic.round_trips <= budget.WEB_CHAT_TURN, _report("web chat", traffic)
+
+
+def test_an_inbox_turn(channel_settings, fake_telegram, proxy):
+    with LiveServer(create_app(channel_settings.model_copy(update={"redis_url": proxy.url}))) as gateway:
+        client = httpx.Client(base_url=gateway.url, timeout=20)
+        for number, text in enumerate(("hello", "and on Sundays?"), start=1):
+            _quiet(proxy)
+            assert vendors.post_telegram(client, vendors.telegram_update(vendors.telegram_message(text))).is_success
+            wait_until(lambda n=number: len(fake_telegram.sent_texts()) >= n, what="the reply")
+        traffic = _quiet(proxy)
+    print(_report("inbox (Telegram)", traffic))
+    assert 0 < traffic.round_trips <= budget.INBOX_TURN, _report("inbox", traffic)
+
+
+def test_an_invoke(proxy, settings):
+    with LiveServer(create_app(settings.model_copy(update={"redis_url": proxy.url}))) as counted:
+        api = httpx.Client(base_url=counted.url, timeout=20)
+        agent = make_agent(api, name="budget")
+        caller = {"Authorization": f"Bearer {key_for(api, agent['id'])}", "X-Session-ID": str(uuid.uuid4())}
+        path = f"/v1/agents/{agent['id']}/versions/latest/invoke"
+        for text in ("hello", "and on Sundays?"):
+            _quiet(proxy)
+            answer = api.post(path, headers=caller, json={"messages": [{"role": "user", "content": text}]})
+            assert answer.status_code == 200 and answer.json()["output"], answer.text
+        traffic = _quiet(proxy)
+    print(_report("invoke", traffic))
+    assert 0 < traffic.round_trips <= budget.INVOKE, _report("invoke", traffic)
