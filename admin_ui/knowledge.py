@@ -25,7 +25,21 @@ from rag_core.retrieval import ChatTurn
 router = APIRouter(prefix=f"{PREFIX}/knowledge")
 
 
+TABS = (("documents", "Documents"), ("imports", "Add text or a website"), ("test", "Retrieval test"))
+
+
+def _tab(request: Request, context: dict) -> str:
+    """The tab asked for; a form's outcome shows on the tab the form lives on."""
+    if {"result", "search_error"} & context.keys():
+        return "test"
+    if {"append_error", "crawl_error"} & context.keys():
+        return "imports"
+    asked = request.query_params.get("tab", "")
+    return asked if asked in dict(TABS) else "documents"
+
+
 async def knowledge_page(request: Request, signed: Signed, status_code: int = 200, **context) -> Response:
+    context.setdefault("tab", _tab(request, context))
     knowledge = signed.services.knowledge
     assert knowledge is not None
     kb = request.query_params.get("kb") or context.pop("kb", "main")
@@ -46,7 +60,7 @@ async def knowledge_page(request: Request, signed: Signed, status_code: int = 20
     return page(request, "knowledge.html", signed, status_code, bases=bases, documents=documents, kb=kb,
                 recent=recent, done=request.query_params.get("done"), cache=cache, controls=knowledge.controls,
                 strategies=sorted(knowledge.strategies), default_strategy=knowledge.default_strategy,
-                problems=problems, demo=demo, **context)
+                problems=problems, demo=demo, tabs=TABS, **context)
 
 
 @router.get("")

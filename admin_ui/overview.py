@@ -11,8 +11,11 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from admin_ui.render import page
-from admin_ui.security import PREFIX, Signed, signed_in
+from admin_ui.security import PREFIX, Signed, check_csrf, signed_in
+from gateway.core.errors import GatewayError
+from gateway.core.models import PromptMessage
 from gateway.services import Services
+from gateway.turn.llm import CallOptions
 
 router = APIRouter(prefix=PREFIX)
 
@@ -54,6 +57,22 @@ async def _status(services: Services) -> dict[str, str]:
     return results
 
 
+async def _test_llm(services: Services) -> tuple[bool, str]:
+    """One tiny completion through the same client the turns use: does the model answer, and how fast."""
+    if services.llm is None:
+        return False, "not configured: set SWITCHBOARD_LLM_API_KEY (or SWITCHBOARD_LLM_BASE_URL for a local server)"
+    started = time.perf_counter()
+    try:
+        await asyncio.wait_for(
+            services.llm.complete([PromptMessage(role="user", content="Reply with the word OK.")],
+                                  CallOptions(max_tokens=5, max_retries=0)),
+            timeout=services.settings.llm_timeout_s + 1)
+    except (GatewayError, TimeoutError) as exc:
+        return False, f"failed: {getattr(exc, 'message', None) or 'no answer within the timeout'}"
+    ms = (time.perf_counter() - started) * 1000
+    return True, f"{services.llm.model} at {services.settings.llm_base_url} answered in {ms:.0f} ms"
+
+
 def _counter(services: Services, name: str) -> float:
     return sum(
         sample.value for metric in services.metrics.registry.collect() if metric.name == name
@@ -72,10 +91,14 @@ class LastHour:
     handoffs: int
 
     @property
+    def top(self) -> int:
+        """The y axis' highest value: the busiest minute's turns."""
+        return max(max(self.per_minute), 1)
+
+    @property
     def bars(self) -> list[tuple[int, int, int]]:
         """(x, height, count) of each minute's bar in a 60 x 40 chart."""
-        top = max(self.per_minute) or 1
-        return [(i, round(40 * n / top), n) for i, n in enumerate(self.per_minute)]
+        return [(i, round(40 * n / self.top), n) for i, n in enumerate(self.per_minute)]
 
 
 async def _last_hour(services: Services) -> LastHour | None:
@@ -101,9 +124,21 @@ async def _last_hour(services: Services) -> LastHour | None:
 
 @router.get("")
 async def overview(request: Request, signed: Signed = Depends(signed_in)) -> Response:
+    return await _overview(request, signed)
+
+
+@router.post("/llm-test")
+async def llm_test(request: Request, signed: Signed = Depends(signed_in)) -> Response:
+    """"Test connection": a live call to the language model, its outcome shown on the overview."""
+    await check_csrf(request, signed)
+    ok, text = await _test_llm(signed.services)
+    return await _overview(request, signed, llm_test={"ok": ok, "text": text})
+
+
+async def _overview(request: Request, signed: Signed, llm_test: dict | None = None) -> Response:
     services = signed.services
     counters = {
-        "Turns since start": _counter(services, "switchboard_turns"),
+        "Turns answered by this process": _counter(services, "switchboard_turns"),
         "LLM errors": _counter(services, "switchboard_llm_errors"),
         "Delivery failures": _counter(services, "switchboard_delivery_failures"),
         "Dead letters": _counter(services, "switchboard_inbox_dead"),
@@ -115,4 +150,4 @@ async def overview(request: Request, signed: Signed = Depends(signed_in)) -> Res
         except Exception:  # Redis down: the status block says so
             depths[name] = None
     return page(request, "overview.html", signed, status=await _status(services), channels=_channels(services),
-                counters=counters, depths=depths, hour=await _last_hour(services))
+                counters=counters, depths=depths, hour=await _last_hour(services), llm_test=llm_test)

@@ -3,6 +3,7 @@ context every page gets (who is signed in, the CSRF token, the navigation)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,17 @@ from admin_ui.notices import shown
 from admin_ui.security import Signed
 
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
+
+
+def when(value: datetime | float | int | None) -> str:
+    """A moment as people read it (UTC), from a datetime or Unix seconds; empty when unknown."""
+    if value is None or value == "":
+        return ""
+    moment = value if isinstance(value, datetime) else datetime.fromtimestamp(float(value), UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+TEMPLATES.env.filters["when"] = when
 NAV = (
     ("Overview", "/admin"),
     ("Conversations", "/admin/conversations"),

@@ -134,6 +134,18 @@ def sources_json(message: Message) -> list[dict]:
     return [s.model_dump(mode="json") for s in message.sources]
 
 
+def visitor_message_json(m: Message) -> dict | None:
+    """A stored message as the visitor's page shows it; None for console notes meant for operators only."""
+    if m.role is Role.SYSTEM and not m.notice:
+        return None
+    row = {"id": m.id, "role": "notice" if m.role is Role.SYSTEM else m.role.value,
+           "text": m.notice if m.role is Role.SYSTEM else m.text, "created_at": m.created_at.isoformat(),
+           "turn_id": m.turn_id, "sources": sources_json(m)}
+    if m.author:
+        row["author"] = m.author  # an operator's name on their reply
+    return row
+
+
 def _outcome_json(outcome: TurnOutcome) -> dict:
     msg = outcome.agent_message
     if msg is None:  # handed off to a person: their reply arrives as an "operator" frame / in the transcript
@@ -255,18 +267,7 @@ class WebChatAdapter:
         messages = await self.context.store.persona_messages(session.persona_id, newest=500)
         return {
             "session_id": session.id,
-            "messages": [
-                {
-                    "id": m.id,
-                    "role": m.role.value,
-                    "text": m.text,
-                    "created_at": m.created_at.isoformat(),
-                    "turn_id": m.turn_id,
-                    "sources": sources_json(m),
-                }
-                for m in messages
-                if m.role is not Role.SYSTEM  # console notes (a handoff began or ended) stay in the console
-            ],
+            "messages": [row for m in messages if (row := visitor_message_json(m)) is not None],
         }
 
     async def socket(self, ws: WebSocket, session_id: str) -> None:
@@ -285,20 +286,22 @@ class WebChatAdapter:
                 await relay
 
     async def _relay_operator(self, ws: WebSocket, session: WebSession) -> None:
-        """While the page is open, an operator's replies to this visitor reach it at once."""
+        """While the page is open, an operator's replies to this visitor, and the notes that a person
+        joined or left, reach it at once."""
         async with self.context.live.listen() as events:
             while True:
                 event = await events.get()
-                if (event.get("role") != Role.OPERATOR.value or event.get("channel") != CHANNEL
-                        or event.get("persona_id") != session.persona_id or event.get("delivery") != "pending"):
+                if event.get("channel") != CHANNEL or event.get("persona_id") != session.persona_id:
+                    continue
+                reply = event.get("role") == Role.OPERATOR.value and event.get("delivery") == "pending"
+                if not reply and event.get("role") != Role.SYSTEM.value:
                     continue
                 message = await self.context.store.get_message(event["message_id"])
-                if message is None:
+                row = visitor_message_json(message) if message is not None else None
+                if row is None:
                     continue
                 with suppress(WebSocketDisconnect, RuntimeError):
-                    await ws.send_json({"type": "operator", "message": {
-                        "id": message.id, "role": message.role.value, "text": message.text,
-                        "created_at": message.created_at.isoformat()}})
+                    await ws.send_json({"type": "operator" if reply else "notice", "message": row})
 
     async def _serve_socket(self, ws: WebSocket, session: WebSession, address: str) -> None:
         while True:

@@ -22,7 +22,7 @@ from weakref import WeakValueDictionary
 from pydantic import BaseModel, ConfigDict
 
 from rag_core.base_catalog import BaseCatalog
-from rag_core.chunking import Chunk, ChunkingOptions
+from rag_core.chunking import Chunk, ChunkingOptions, sentences
 from rag_core.document import (
     DocumentOrigin,
     DocumentRecord,
@@ -81,12 +81,16 @@ class ChunkPreview(BaseModel):
 def chunk_topics(
     doc_id: str, document: ExtractedDocument, chunks: Sequence[Chunk], labels: Sequence[str] = ()
 ) -> list[Topic]:
-    """One topic per chunk: title = document title + heading path, facts = the heading path,
-    the chunk text as summary, linked to its neighbours."""
+    """One topic per chunk: title = document title + heading path, facts = the heading path, the
+    chunk text as summary, linked to its neighbours. A chunk under no heading, in a document titled
+    only by its file name, is titled by its first sentence."""
     topics = []
     for position, chunk in enumerate(chunks):
         number = position + 1
-        trail = [document.title, *chunk.heading_path, *([chunk.title] if chunk.title else [])]
+        if chunk.heading_path or chunk.title or not document.title_from_name:
+            trail = [document.title, *chunk.heading_path, *([chunk.title] if chunk.title else [])]
+        else:
+            trail = [_first_sentence(chunk.text)]
         title = " › ".join(part for part in trail if part)[:MAX_TITLE_CHARS] or document.title or "untitled"
         facts = list(chunk.heading_path)
         topics.append(Topic(
@@ -99,6 +103,13 @@ def chunk_topics(
             next_source=chunk_source(doc_id, number + 1) if number < len(chunks) else None,
         ))
     return topics
+
+
+def _first_sentence(text: str, limit: int = 80) -> str:
+    first = (sentences(text) or [""])[0]
+    if len(first) <= limit:
+        return first
+    return first[:limit].rsplit(" ", 1)[0].rstrip(",;:") + "…"
 
 
 def _labelled(topics: Sequence[Topic], doc_id: str, labels: Sequence[str]) -> list[Topic]:

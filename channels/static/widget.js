@@ -31,6 +31,8 @@
     ".sb-user{align-self:flex-end;background:var(--sb-accent);color:#fff;border-bottom-right-radius:4px}",
     ".sb-agent{align-self:flex-start;background:#fff;border:1px solid #e1e4e8;border-bottom-left-radius:4px}",
     ".sb-operator{align-self:flex-start;background:#fff8e1;border:1px solid #f0d48a;border-bottom-left-radius:4px}",
+    ".sb-author{align-self:flex-start;margin:0 0 -6px 4px;font-size:12px;font-weight:600;color:var(--sb-muted)}",
+    ".sb-notice{align-self:center;font-size:12px;color:var(--sb-muted);text-align:center}",
     ".sb-typing{align-self:flex-start;color:var(--sb-muted);font-style:italic}",
     ".sb-error{margin:0 16px 8px;padding:8px 12px;border-radius:8px;background:#fde8e8;color:#8a1c1c}",
     ".sb-error:empty{display:none}",
@@ -148,6 +150,11 @@
   function showMessage(m) {
     if (m.id && shown[m.id]) return;
     if (m.id) shown[m.id] = true;
+    if (m.role === "notice") { bubble("notice", m.text); return; }  // a person joined or left
+    if (m.role === "operator" && m.author) {
+      var name = el("div", { class: "sb-author", "data-author": "" }, m.author);
+      log.appendChild(name);
+    }
     var node = bubble(m.role === "user" ? "user" : (m.role === "operator" ? "operator" : "agent"), m.text);
     if (m.role === "agent") showSources(node, m.sources);
   }
@@ -168,7 +175,7 @@
       };
       ws.onmessage = function (ev) {
         var frame = JSON.parse(ev.data);
-        if (frame.type === "operator") { showMessage(frame.message); return; }  // a person replies
+        if (frame.type === "operator" || frame.type === "notice") { showMessage(frame.message); return; }  // a person
         if (!pending) return;
         if (frame.type === "delta") {
           if (pending.bubble.classList.contains("sb-typing")) {

@@ -119,6 +119,6 @@ class ConversationList:
         if not rows:
             return rows
         personas = await self.store.get_personas([r.conversation.persona_id for r in rows])
-        names = [p.display_name if p else None for p in personas]
+        names = [p.shown_name if p else None for p in personas]
         return [Row(r.conversation, name or r.conversation.persona_id[:8], r.last, r.handoff)
                 for r, name in zip(rows, names, strict=True)]

@@ -32,6 +32,12 @@ class Operator(BaseModel):
     password_changed_at: datetime
 
 
+def display_name(username: str) -> str:
+    """The name a customer sees for an operator: ``sam`` → "Sam", ``ann.lee@shop.example`` → "Ann Lee"."""
+    words = re.split(r"[._-]+", username.split("@", 1)[0])
+    return " ".join(word[:1].upper() + word[1:] for word in words if word) or username
+
+
 def _check_password(password: str) -> None:
     if not MIN_PASSWORD <= len(password) <= MAX_PASSWORD:
         raise InvalidInput(f"password: between {MIN_PASSWORD} and {MAX_PASSWORD} characters")

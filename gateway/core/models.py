@@ -83,6 +83,21 @@ class Persona(BaseModel):
     display_name: Text | None = None
     created_at: datetime = Field(default_factory=utcnow)
 
+    @property
+    def shown_name(self) -> str:
+        """What an operator reads: the name the channel gave, else the number or channel user id."""
+        if self.display_name:
+            return self.display_name
+        for identity in self.identities:
+            kind, _, value = identity.partition(":")
+            if kind == "phone" and value:
+                return value
+            if kind in ("telegram", "slack") and value:
+                return f"{kind.capitalize()} user {value}"
+        if any(identity.startswith("web:") for identity in self.identities):
+            return f"Web visitor {self.id[:6]}"
+        return self.id[:8]
+
 
 class Conversation(BaseModel):
     id: str = Field(default_factory=new_id)
@@ -130,6 +145,8 @@ class Message(BaseModel):
     delivery: DeliveryStatus | None = None
     delivery_error: Text | None = None
     sources: list[SourceRef] = Field(default_factory=list)  # agent replies: the knowledge they were given
+    author: Text | None = None  # an operator's reply: the name the customer sees on it
+    notice: Text | None = None  # a console note the customer is told too ("Sam joined the conversation")
 
 
 class StageTiming(BaseModel):

@@ -512,6 +512,11 @@ class Settings(BaseSettings):
         "directory; empty reads none (the test suite sets it so a developer's `.env` never reaches a test). Only "
         "the environment can set it.",
     )
+    sources_min_score: float = Field(
+        0.01, ge=0.0, le=1.0, description="A reply lists a retrieved topic as a source only when its calibrated "
+        "score (the estimated chance it answers the question, 0-1) reaches this, or the reply used it (cited it, "
+        "or quotes it word for word); `SWITCHBOARD_RELEVANCE_THRESHOLD`, when higher, is the floor instead.",
+    )
 
     @field_validator("trusted_proxies")
     @classmethod

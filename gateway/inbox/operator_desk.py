@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 
 from gateway.conversation.handoff import Handoff, Handoffs
+from gateway.conversation.operators import display_name
 from gateway.conversation.store import RedisStore
 from gateway.core.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge
 from gateway.core.models import Conversation, DeliveryStatus, Message, Role
@@ -68,7 +69,8 @@ class OperatorDesk:
         current = await self.handoffs.get(conversation_id)
         await self.handoffs.take_over(conversation_id, operator)
         if current is None or current.operator != operator:
-            await self._note(conversation, f"{operator} took over the conversation; the assistant is paused.")
+            await self._note(conversation, f"{operator} took over the conversation; the assistant is paused.",
+                             notice=f"{display_name(operator)} joined the conversation")
         return conversation
 
     async def send(self, conversation_id: str, operator: str, text: str) -> Message:
@@ -87,7 +89,8 @@ class OperatorDesk:
         sink = await self._sink(conversation)
         await self.handoffs.wait_for_gate(conversation_id, 5.0)  # a bot reply already on its way goes first
         message = Message(conversation_id=conversation.id, persona_id=conversation.persona_id, role=Role.OPERATOR,
-                          channel=conversation.channel, text=text, delivery=DeliveryStatus.PENDING)
+                          channel=conversation.channel, text=text, delivery=DeliveryStatus.PENDING,
+                          author=display_name(operator))
         await self.store.add_message(message)
         try:
             report = await sink.deliver(text)
@@ -103,7 +106,8 @@ class OperatorDesk:
     async def hand_back(self, conversation_id: str, operator: str) -> None:
         conversation = await self.conversation(conversation_id)
         if await self.handoffs.hand_back(conversation_id):
-            await self._note(conversation, f"{operator} handed the conversation back to the assistant.")
+            await self._note(conversation, f"{operator} handed the conversation back to the assistant.",
+                             notice=f"{display_name(operator)} left the conversation")
 
     async def return_idle(self) -> int:
         """Give back to the bot every handed-off conversation without operator activity for the idle time."""
@@ -135,8 +139,8 @@ class OperatorDesk:
                                 "or came in before replies could be addressed).")
         return handler.sink_for(delivery)
 
-    async def _note(self, conversation: Conversation, text: str) -> None:
+    async def _note(self, conversation: Conversation, text: str, notice: str | None = None) -> None:
         await self.store.add_message(Message(
             conversation_id=conversation.id, persona_id=conversation.persona_id, role=Role.SYSTEM,
-            channel=conversation.channel, text=text,
+            channel=conversation.channel, text=text, notice=notice,
         ))

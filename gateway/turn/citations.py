@@ -10,7 +10,7 @@ turns citations off.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -107,6 +107,24 @@ def cite(policy: CitationPolicy | None, sources: Sequence[SourceRef], text: str)
         trace=CitationTrace(format=policy.format, verify=policy.verify, cited=checked.cited,
                             invalid=checked.invalid if policy.verify else []),
     )
+
+
+def _plain(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def used_sources(sources: Sequence[SourceRef], texts: Mapping[str, str], reply: str, floor: float) -> list[SourceRef]:
+    """The sources a reply shows: a topic it quotes word for word counts as cited; a source neither
+    cited nor at ``floor`` (a calibrated score) is dropped. ``texts`` maps a source to its topic text."""
+    said = _plain(reply)
+    shown = []
+    for source in sources:
+        text = _plain(texts.get(source.source, ""))
+        if not source.cited and len(text) >= 20 and text in said:
+            source = source.model_copy(update={"cited": True})
+        if source.cited or source.score >= floor:
+            shown.append(source)
+    return shown
 
 
 def drop_markers(text: str) -> str:

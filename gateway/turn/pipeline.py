@@ -41,7 +41,7 @@ from gateway.core.models import (
 )
 from gateway.core.redis_tally import RedisTally, counting
 from gateway.core.settings import Settings
-from gateway.turn.citations import CitationPolicy, cite, deliverable, with_instruction
+from gateway.turn.citations import CitationPolicy, cite, deliverable, used_sources, with_instruction
 from gateway.turn.cpu_slots import CpuSlots
 from gateway.turn.ports import (
     AssembledPrompt,
@@ -366,10 +366,12 @@ class TurnPipeline:
         await self.store.add_message(agent_message)
         return agent_message, delivery, planned.text
 
-    @staticmethod
-    def _cite(turn: Turn, reply: Reply) -> Reply:
+    def _cite(self, turn: Turn, reply: Reply) -> Reply:
         cited = cite(turn.citations, turn.sources, reply.text)
-        turn.sources, turn.trace.citations, reply.text = cited.sources, cited.trace, cited.text
+        floor = max(self.settings.sources_min_score, self.settings.relevance_threshold or 0.0)
+        texts = {hit.source: hit.summary for hit in turn.hits}
+        turn.trace.citations, reply.text = cited.trace, cited.text
+        turn.sources = used_sources(cited.sources, texts, reply.text, floor)
         return reply
 
     async def _handed_off(self, turn: Turn) -> str | None:

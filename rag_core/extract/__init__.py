@@ -5,6 +5,7 @@ async callers run it in a thread."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import PurePath
 
 from rag_core.errors import ExtractionFailed, UnsupportedFormat
@@ -80,10 +81,11 @@ def extract(
         check_zip(data, fmt, zip_limits or ZipLimits())
     stem = PurePath(filename.rstrip("/")).stem or filename
     try:
-        return reader(data, stem, row_template)
+        document = reader(data, stem, row_template)
     except (ExtractionFailed, MemoryError):  # a memory budget's refusal is the caller's to name
         raise
     except RecursionError:
         raise ExtractionFailed(f"the {fmt} file is nested too deeply to read") from None
     except Exception as exc:  # the parsers' boundary: a hostile file may break them in any way; say so, per file
         raise ExtractionFailed(f"the {fmt} file cannot be read ({type(exc).__name__}: {exc})"[:500]) from exc
+    return replace(document, title_from_name=True) if document.title == stem else document

@@ -23,3 +23,4 @@ class ExtractedDocument:
     blocks: list[Block]
     pages: int | None = None
     warnings: list[str] = field(default_factory=list)
+    title_from_name: bool = False  # the title is only the file name: chunks under no heading are named otherwise

@@ -124,6 +124,10 @@ def test_pasted_text_and_a_website_become_topics_through_jobs(root, worker_conso
         rows = wait_for_jobs(root)
     assert rows.count('data-status="done"') == 2, rows
     assert "1 of 1 site(s) · 2 pages fetched" in rows  # sites done of sites, not pages of sites
+    # Each job shows when it started and finished; its id is cut short (the whole id on hover), so it fits one line.
+    started = r'<td class="nowrap">\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC<br><span class="muted">done '
+    assert len(re.findall(started, rows)) == 2
+    assert len(re.findall(r'<td class="nowrap"><code title="[0-9a-f-]+">[0-9a-f-]{8}</code></td>', rows)) == 2, rows
     found = root.get("/admin/knowledge/topics", params={"q": "gift cards"}).text
     assert "Gift cards" in found
     crawled = root.get("/admin/knowledge/topics", params={"q": "winter storage season"}).text
@@ -155,6 +159,8 @@ def test_recent_live_retrievals_show_real_turns(root):
     session = root.post("/api/chat/sessions").json()
     root.post(f"/api/chat/sessions/{session['session_id']}/messages", json={"text": "do you store bikes in winter?"},
               headers={"Authorization": f"Bearer {session['token']}"})
-    page = root.get("/admin/knowledge").text
+    page = root.get("/admin/knowledge", params={"tab": "test"}).text
+    when = r'<td class="nowrap">\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC</td><td>webchat</td>'
+    assert re.search(when, page)  # a date people read, not Unix time
     recent = re.search(r'<table aria-label="Recent live retrievals">(.*?)</table>', page, re.S).group(1)
     assert "do you store bikes in winter?" in recent and "webchat" in recent

@@ -14,7 +14,7 @@ def test_the_last_hour_counts_turns_and_fallbacks(console, fake_openai):
     with httpx.Client(base_url=console.url, timeout=30) as client:
         sign_in(client)
         empty = client.get("/admin").text
-        assert re.search(r"<th scope=\"row\">Turns</th><td>0</td>", empty)
+        assert re.search(r"<th scope=\"row\">Turns in the last hour \(every process\)</th><td>0</td>", empty)
         session = client.post("/api/chat/sessions").json()
         auth = {"Authorization": f"Bearer {session['token']}"}
         path = f"/api/chat/sessions/{session['session_id']}/messages"
@@ -24,8 +24,8 @@ def test_the_last_hour_counts_turns_and_fallbacks(console, fake_openai):
         assert client.post(path, json={"text": "three"}, headers=auth).json()["reply"]["text"] == \
             console.services.settings.llm_fallback_message
         page = client.get("/admin").text
-    assert re.search(r"<th scope=\"row\">Turns</th><td>3</td>", page)
+    assert re.search(r"<th scope=\"row\">Turns in the last hour \(every process\)</th><td>3</td>", page)
     assert re.search(r"LLM errors \(fallback answers\)</th><td>1</td>", page)
     p50, p99 = map(float, re.search(r"p50 / p99</th><td>(\d+) ms / (\d+) ms", page).groups())
     assert 0 <= p50 <= p99 < 5000
-    assert 'aria-label="Turns per minute over the last hour: 3 in all"' in page
+    assert 'aria-label="Turns per minute over the last hour: 3 in all, at most 3 in a minute"' in page

@@ -24,7 +24,7 @@ def test_new_topic_and_pasted_text(worker_console, page):  # noqa: F811
     page.get_by_role("button", name="Find").click()
     expect(page.get_by_role("table", name="Topics")).to_contain_text("Tandem rental")
 
-    page.goto(f"{worker_console.url}/admin/knowledge")
+    page.goto(f"{worker_console.url}/admin/knowledge?tab=imports")
     page.get_by_role("textbox", name="Text to turn into topics").fill("# Gift cards\n\nGift cards never expire.\n")
     page.get_by_role("button", name="Add text").click()
     page.wait_for_url(f"{worker_console.url}/admin/knowledge/jobs")

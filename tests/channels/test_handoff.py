@@ -101,7 +101,9 @@ def test_web_chat_is_silent_while_handed_off_and_shows_the_operator_reply(client
     assert act(console, conversation_id, "reply", reply="A person here.").status_code == 303
     transcript = client.get(path, headers=auth).json()["messages"]
     assert [(m["role"], m["text"]) for m in transcript] == [
-        ("user", "hi"), ("agent", "echo: hi"), ("user", "hello?"), ("operator", "A person here.")]
+        ("user", "hi"), ("agent", "echo: hi"), ("notice", "Root joined the conversation"), ("user", "hello?"),
+        ("operator", "A person here.")]
+    assert transcript[-1]["author"] == "Root"  # the operator's name, as the visitor sees it
 
 
 def test_asking_for_a_person_lists_the_chat_as_waiting(client, live, console, fake_telegram):

@@ -193,3 +193,57 @@ def test_damaged_files_and_pathological_lines_are_refused_or_read_quickly():
     for line in ("# " + "#" * 100_000 + " x", "# " + " " * 100_000 + "x#", "|" * 100_000, "- " + " " * 100_000 + "x"):
         extract(line.encode(), "long.md")
     assert time.perf_counter() - started < 30  # a hang guard: one backtracking regex took minutes per line
+
+
+def _styled_pdf(parts: list[tuple[str, str, int]], outline: list[str] = ()) -> bytes:
+    """A PDF set as a word processor prints it without heading styles: (font style, text, size)."""
+    pdf = FPDF()
+    pdf.add_page()
+    for style, text, size in parts:
+        if text in outline:
+            pdf.start_section(text)
+        pdf.set_font("helvetica", style, size)
+        pdf.multi_cell(0, size * 0.6, text)
+        pdf.ln(size * 0.4)
+    return bytes(pdf.output())
+
+
+def test_a_pdf_without_heading_styles_is_split_by_its_larger_and_bold_lines():
+    from rag_core.chunking import ChunkingOptions, chunk_document
+    from rag_core.document_ingestion import chunk_topics
+
+    data = _styled_pdf([
+        ("B", "Harbor Pottery handbook", 20),
+        ("B", "Courses", 15), ("", "The wheel course runs on Tuesdays. It costs 120 euros for six evenings.", 11),
+        ("B", "Firing", 15), ("", "We fire glazed pieces on Fridays at 1240 degrees.", 11),
+        ("B", "Kiln rental", 11), ("", "Members may rent the small kiln for 20 euros a firing.", 11),
+    ])
+    doc = extract(data, "handbook.pdf")
+    assert doc.title == "Harbor Pottery handbook"
+    headings = [(b.text, b.level) for b in doc.blocks if b.kind == "heading"]
+    assert headings == [("Courses", 2), ("Firing", 2), ("Kiln rental", 3)]
+    topics = chunk_topics("d1", doc, chunk_document(doc, ChunkingOptions(chunk_tokens=64, overlap_tokens=0)))
+    assert [t.title for t in topics] == ["Harbor Pottery handbook › Courses", "Harbor Pottery handbook › Firing",
+                                         "Harbor Pottery handbook › Firing › Kiln rental"]
+    assert topics[2].summary == "Members may rent the small kiln for 20 euros a firing."
+
+
+def test_a_pdf_outline_names_its_sections():
+    data = _styled_pdf([("", "Opening times", 11), ("", "We open at nine every weekday morning.", 11),
+                        ("", "Parking", 11), ("", "Park behind the studio, never in front of the gate.", 11)],
+                       outline=["Opening times", "Parking"])
+    headings = [b.text for b in extract(data, "notes.pdf").blocks if b.kind == "heading"]
+    assert headings == ["Opening times", "Parking"]
+
+
+def test_a_pdf_without_any_structure_titles_its_chunks_by_their_first_sentence():
+    from rag_core.chunking import ChunkingOptions, chunk_document
+    from rag_core.document_ingestion import chunk_topics
+
+    data = _pdf([["Glazes are food safe once fired. Ask before mixing your own. " * 3],
+                 ["The studio closes in August for the holidays. Courses resume in September. " * 3]])
+    doc = extract(data, "scan-2024-03.pdf")
+    topics = chunk_topics("d1", doc, chunk_document(doc, ChunkingOptions(chunk_tokens=64, overlap_tokens=0)))
+    assert [t.title for t in topics] == ["Glazes are food safe once fired.",
+                                         "The studio closes in August for the holidays."]
+    assert not any("scan-2024-03" in t.title for t in topics)

@@ -42,3 +42,15 @@ def test_without_a_knowledge_base_it_says_no_model_is_configured(offline):
     server, session = offline
     reply = _ask(server, session, "Hello?")["reply"]["text"]
     assert reply.startswith("No language model is configured")
+
+
+@pytest.mark.parametrize("offline", [True], indirect=True)
+def test_an_answer_lists_only_the_sources_it_used(offline):
+    server, session = offline
+    unknown = _ask(server, session, "Do you sell pottery glaze at the shop?")
+    assert unknown["reply"]["text"] == "I don't know the answer to that yet.", unknown
+    assert unknown["sources"] == [], unknown["sources"]  # all far below the floor: no "Sources (2)"
+    hours = _ask(server, session, "When are you open on Saturday?")
+    first = hours["sources"][0]
+    assert first["source"] == "opening-hours" and first["cited"] is True  # the reply is that topic word for word
+    assert all(s["cited"] or s["score"] >= 0.01 for s in hours["sources"]), hours["sources"]
