@@ -39,6 +39,8 @@ class FakeOpenAI:
     reject_tools: bool = False  # answer 400 to any request that carries tools, as a model without them does
     chunk_chars: int = 4
     chunk_delay_s: float = 0.0
+    default_reply: str | None = None  # what an unscripted request gets instead of the echo (benches)
+    paced_whole: bool = False  # a non-streamed answer waits as long as streaming it would take (benches)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def script_reply(self, text: str, delay_s: float = 0.0) -> None:
@@ -97,6 +99,8 @@ class FakeOpenAI:
                 return JSONResponse({"error": {"message": "scripted failure", "type": "server_error"}},
                                     status_code=step.status)
             text = step.text
+            if text is None and fake.default_reply is not None:
+                text = fake.default_reply
             if text is None:
                 users = [m["content"] for m in body["messages"] if m["role"] == "user"]
                 text = f"echo: {users[-1] if users else ''}"
@@ -122,6 +126,8 @@ class FakeOpenAI:
             if body.get("stream"):
                 return StreamingResponse(_stream(body["model"], text, fake.chunk_chars, usage, fake.chunk_delay_s),
                                          media_type="text/event-stream")
+            if fake.paced_whole and fake.chunk_delay_s:  # a whole answer takes as long as its stream would
+                await asyncio.sleep(len(text) / fake.chunk_chars * fake.chunk_delay_s)
             return {
                 "id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
                 "model": body["model"],

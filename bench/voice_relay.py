@@ -1,0 +1,141 @@
+"""Time to first speech on a phone call: the ConversationRelay socket against the Gather loop.
+
+A gateway (``switchboard serve --demo``, embeddings on with the local model when present) answers calls
+whose model streams like a real one: its first delta after 300 ms, then a few characters every 30 ms
+(about 2 s for the whole answer). Fake ConversationRelay clients (signed WebSockets) ask the demo a
+question, 1 and then 20 calls at once; the same question goes through the Gather path (a signed POST of
+the speech result, timed until its TwiML answer). Retrieval is ``hybrid`` (no LLM selection call: the
+fake model would answer it with prose), otherwise the shipped defaults.
+
+    .venv/bin/python bench/voice_relay.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import urlencode
+
+import httpx
+import psutil
+import websockets
+from twilio.request_validator import RequestValidator
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.harness import free_port, wait_http  # noqa: E402
+from tests.fakes.live_server import LiveServer  # noqa: E402
+from tests.fakes.openai_server import FakeOpenAI  # noqa: E402
+
+TOKEN = "bench-auth-token"
+SID = "AC" + "0" * 32
+FIRST_DELTA_S = 0.3
+CHUNK_S = 0.03
+CHUNK_CHARS = 6
+QUESTION = "Do you offer guided tours?"
+MODEL = Path(os.environ.get("SWITCHBOARD_EMBEDDING_MODEL_PATH", ROOT.parent / "shared/models/all-MiniLM-L6-v2"))
+
+
+def _p(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+async def _relay_call(base_ws: str, public: str, n: int) -> tuple[float, float]:
+    url = f"{public.replace('http://', 'ws://')}/channels/twilio/relay"
+    signature = RequestValidator(TOKEN).compute_signature(url, {})
+    async with websockets.connect(f"{base_ws}/channels/twilio/relay",
+                                  additional_headers={"X-Twilio-Signature": signature}) as ws:
+        await ws.send(json.dumps({"type": "setup", "callSid": f"CA{n:032d}", "from": f"+1555{n:07d}"}))
+        sent = time.perf_counter()
+        await ws.send(json.dumps({"type": "prompt", "voicePrompt": QUESTION, "last": True}))
+        first = None
+        while True:
+            message = json.loads(await ws.recv())
+            if message.get("type") == "text":
+                first = first or time.perf_counter()
+                if message.get("last"):
+                    return first - sent, time.perf_counter() - sent
+
+
+async def _gather_call(client: httpx.AsyncClient, public: str, n: int) -> float:
+    path = "/channels/twilio/voice/turn?" + urlencode({"n": 1})
+    params = {"CallSid": f"CB{n:032d}", "From": f"+1666{n:07d}", "To": "+15550000000", "AccountSid": SID,
+              "CallStatus": "in-progress", "SpeechResult": QUESTION}
+    sent = time.perf_counter()
+    while True:  # a filler and a <Redirect> until the reply is ready: the caller hears the reply at the end
+        signature = RequestValidator(TOKEN).compute_signature(public + path, params)
+        answer = await client.post(path, data=params, headers={"X-Twilio-Signature": signature})
+        assert answer.status_code == 200 and "<Say" in answer.text, answer.text
+        redirect = re.search(r"<Redirect[^>]*>([^<]+)</Redirect>", answer.text)
+        if redirect is None or "<Gather" in answer.text:
+            return time.perf_counter() - sent
+        path = html.unescape(redirect.group(1)).removeprefix(public)
+
+
+async def _round(base: str, public: str, calls: int, offset: int) -> dict[str, list[float]]:
+    base_ws = base.replace("http://", "ws://")
+    relay = await asyncio.gather(*(_relay_call(base_ws, public, offset + i) for i in range(calls)))
+    async with httpx.AsyncClient(base_url=base, timeout=60) as client:
+        gather = await asyncio.gather(*(_gather_call(client, public, offset + i) for i in range(calls)))
+    return {"first": [f - FIRST_DELTA_S for f, _ in relay], "last": [t for _, t in relay], "gather": list(gather)}
+
+
+def main() -> None:
+    answer = ("Yes, we do. Our guided coastal tour starts every Saturday at 10:30 from the shop, takes about "
+              "three hours on easy flat paths, and costs 40 euros with the bike and the guide included. Groups "
+              "are limited to ten riders, so please book ahead on our website or in the shop. Helmets are free.")
+    fake = FakeOpenAI(default_delay_s=FIRST_DELTA_S, chunk_delay_s=CHUNK_S, chunk_chars=CHUNK_CHARS,
+                      default_reply=answer, paced_whole=True)
+    port = free_port()
+    public = f"http://127.0.0.1:{port}"
+    with LiveServer(fake.app()) as llm, tempfile.TemporaryDirectory() as data:
+        env = {**os.environ, "SWITCHBOARD_DATA_DIR": data, "SWITCHBOARD_PUBLIC_URL": public,
+               "SWITCHBOARD_LLM_BASE_URL": llm.url + "/v1", "SWITCHBOARD_LLM_API_KEY": "sk-bench",
+               "SWITCHBOARD_TWILIO_ACCOUNT_SID": SID, "SWITCHBOARD_TWILIO_AUTH_TOKEN": TOKEN,
+               "SWITCHBOARD_TWILIO_FROM_NUMBER": "+15550000000", "SWITCHBOARD_TWILIO_VOICE_MODE": "relay",
+               "SWITCHBOARD_RETRIEVAL_STRATEGY": "hybrid", "SWITCHBOARD_LOG_LEVEL": "WARNING",
+               "SWITCHBOARD_WEBCHAT_MESSAGES_PER_ADDRESS": "0", "SWITCHBOARD_ENV_FILE": ""}
+        if MODEL.is_dir():
+            env["SWITCHBOARD_EMBEDDING_MODEL_PATH"] = str(MODEL)
+        else:
+            env["SWITCHBOARD_EMBEDDINGS"] = "none"
+        server = subprocess.Popen([sys.executable, "-m", "gateway", "serve", "--demo", "--port", str(port)],
+                                  env=env, cwd=data, stdout=subprocess.DEVNULL)
+        try:
+            wait_http(public + "/healthz")
+            time.sleep(3)  # the demo knowledge base loads on start
+            process = psutil.Process(server.pid)
+            asyncio.run(_round(public, public, 1, 0))  # warm: first turn of each path
+            model_s = FIRST_DELTA_S + len(answer) / CHUNK_CHARS * CHUNK_S
+            print(f"voice relay vs gather: model first delta {FIRST_DELTA_S * 1000:.0f} ms, then {CHUNK_CHARS} "
+                  f"chars every {CHUNK_S * 1000:.0f} ms ({len(answer)} chars, ~{model_s:.1f} s); embeddings "
+                  f"{'on' if MODEL.is_dir() else 'off'}, retrieval hybrid, demo knowledge base")
+            for calls, offset in ((1, 100), (20, 200)):
+                cpu0 = sum(process.cpu_times()[:2])
+                result = asyncio.run(_round(public, public, calls, offset))
+                cpu_ms = (sum(process.cpu_times()[:2]) - cpu0) * 1000 / (2 * calls)
+                first, last, gather = result["first"], result["last"], result["gather"]
+                sooner = statistics.median(gather) - statistics.median(first) - FIRST_DELTA_S
+                print(f"{calls:>2} call(s): relay first token after the model's first delta p50 "
+                      f"{statistics.median(first) * 1000:.0f} ms p99 {_p(first, 0.99) * 1000:.0f} ms; "
+                      f"relay last token p50 {statistics.median(last) * 1000:.0f} ms; gather answer p50 "
+                      f"{statistics.median(gather) * 1000:.0f} ms p99 {_p(gather, 0.99) * 1000:.0f} ms; "
+                      f"first speech sooner by {sooner * 1000:.0f} ms; gateway CPU {cpu_ms:.1f} ms per turn")
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()
