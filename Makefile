@@ -73,6 +73,7 @@ bench: $(DEVSTAMP) services
 	$(BIN)/python bench/ingest.py
 	$(BIN)/python bench/turn_overhead.py
 	$(BIN)/python bench/webhook_ack.py --turn-workers 1
+	$(BIN)/python bench/voice_relay.py
 
 clean:
 	rm -rf $(VENV) data
