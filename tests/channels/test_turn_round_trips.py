@@ -39,10 +39,12 @@ def _quiet(proxy: RedisCounter, after: float = 0.4) -> Traffic:
             return total
         total.round_trips += more.round_trips
         total.commands.update(more.commands)
+        total.trips.extend(more.trips)
 
 
 def _report(entry: str, traffic: Traffic) -> str:
-    return f"{entry}: {traffic.round_trips} round trips, {traffic.command_count} commands {dict(traffic.commands)}"
+    trips = "\n".join(f"  {n:>2}. {' '.join(trip)}" for n, trip in enumerate(traffic.trips, 1))
+    return f"{entry}: {traffic.round_trips} round trips, {traffic.command_count} commands, one line a trip:\n{trips}"
 
 
 def test_a_web_chat_turn(settings, proxy):

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 class Traffic:
     round_trips: int = 0
     commands: Counter = field(default_factory=Counter)
+    trips: list[list[str]] = field(default_factory=list)  # the commands of each round trip, in order
 
     @property
     def command_count(self) -> int:
@@ -116,10 +117,14 @@ class RedisCounter:
                     break
                 with self.lock:
                     if parser is not None:  # client -> server
-                        self.traffic.commands.update(parser.feed(data))
+                        names = parser.feed(data)
+                        self.traffic.commands.update(names)
                         if not state["awaiting"]:
                             state["awaiting"] = True
                             self.traffic.round_trips += 1
+                            state["trip"] = []
+                            self.traffic.trips.append(state["trip"])
+                        state["trip"].extend(names)
                     else:
                         state["awaiting"] = False
                 sink.sendall(data)
