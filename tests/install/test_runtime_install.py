@@ -81,7 +81,8 @@ def runtime_venv(wheelhouse, tmp_path_factory) -> Path:
     source = work / "source"
     shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
         ".venv", ".git", "data", "build", "site", "*.egg-info", "__pycache__", "tests", "bench", "docs"))
-    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(source),
+    # No build isolation: the dev lock's setuptools builds it, offline (an isolated build fetches one).
+    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", str(source),
           "-w", str(work / "dist")], env=_clean_env())
     (wheel,) = (work / "dist").glob("switchboard_gateway-*.whl")
     venv = work / "venv"
