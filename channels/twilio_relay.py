@@ -192,7 +192,7 @@ class TwilioRelayAdapter:
     async def _turn(self, ws: WebSocket, call: _Call, sink: RelaySink, text: str) -> None:
         try:
             if not self.capabilities.handoff and self._asks_for_person(text):
-                await ws.send_json({"type": "text", "token": self.settings.voice_unavailable, "last": True})
+                await ws.send_json({"type": "text", "token": self.settings.twilio_handoff_unavailable, "last": True})
                 return
             inbound = InboundMessage(channel=CHANNEL, external_user_id=call.caller,
                                      external_message_id=f"{call.sid}:{uuid.uuid4().hex}",

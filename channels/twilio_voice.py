@@ -146,7 +146,7 @@ class TwilioVoiceAdapter:
             log.info("call %s: handed off to %s", call.call_sid, number)
             response.dial(number)
             return self._twiml(response)
-        return self._relay(response, call, self.settings.voice_unavailable)
+        return self._relay(response, call, self.settings.twilio_handoff_unavailable)
 
     async def turn(self, request: Request, n: int = 1, quiet: int = 0, wait: int = 0) -> Response:
         call = await self._call(request)

@@ -570,6 +570,9 @@ class Settings(BaseSettings):
     twilio_handoff_number: str | None = Field(None, description=(
         "The number a relay call is transferred to (<Dial>) when the caller asks for a person; unset: the agent "
         "says no one is available and the call goes on."))
+    twilio_handoff_unavailable: str = Field(
+        "I'm sorry, no one is available to take your call right now. I can keep helping you.", description=(
+            "What a relay caller hears on asking for a person when no handoff number is set."))
 
     @field_validator("secret_key")
     @classmethod
