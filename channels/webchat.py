@@ -29,6 +29,7 @@ from gateway.channel import (
     PayloadTooLarge,
     RateLimited,
     Role,
+    TranscriptSink,
     Turn,
     TurnOutcome,
     Unauthorized,
@@ -115,20 +116,6 @@ async def _send_error(ws: WebSocket, status: int, kind: str, message: str, retry
         await ws.send_json(frame)
 
 
-class _TranscriptSink:
-    """An operator's reply during a handoff: stored, it reaches the open chat page over its socket
-    (and any page later, in the transcript)."""
-
-    streaming = False
-    channel = CHANNEL
-
-    async def delta(self, text: str) -> None:  # pragma: no cover - not streaming
-        pass
-
-    async def deliver(self, text: str) -> DeliveryReport:
-        return DeliveryReport(delivered=True)
-
-
 def sources_json(message: Message) -> list[dict]:
     """The knowledge a reply was given, as stored on it: ``n`` is its ``[n]`` in the text."""
     return [s.model_dump(mode="json") for s in message.sources]
@@ -169,7 +156,7 @@ class WebChatAdapter:
         self.limits = context.rate_limits
         self.turns = WebTurns(context.store, lease_s=context.settings.turn_lock_lease_s)
         self._sweeper: asyncio.Task[None] | None = None
-        context.direct_sinks[CHANNEL] = lambda conversation: _TranscriptSink()
+        context.direct_sinks[CHANNEL] = lambda conversation: TranscriptSink(CHANNEL)
 
     async def start(self) -> None:
         self._sweeper = asyncio.create_task(self._sweep(), name="web-chat orphan sweep")

@@ -41,7 +41,7 @@ from gateway.inbox.delivery import Delivery
 from gateway.inbox.handler import DeliveryRejected, InboxHandler, SendWork, TurnWork, Work
 from gateway.services import ChannelContext
 from gateway.turn.pipeline import Turn, TurnOutcome
-from gateway.turn.ports import Capabilities, DeliveryReport, Markup, ReplySink
+from gateway.turn.ports import Capabilities, DeliveryReport, Markup, ReplySink, TranscriptSink
 from gateway.turn.runner import TurnRunner
 
 if TYPE_CHECKING:
@@ -53,7 +53,8 @@ __all__ = [
     "DeliveryRejected", "DeliveryReport", "EndReason", "Forbidden", "GatewayError",
     "InboundMessage", "InboxHandler", "InvalidInput", "InvalidJSON", "JSONBodyRoute", "Markup", "Message",
     "NotFound", "PUBLIC", "PayloadTooLarge", "RateLimited", "RedisStore", "ReplySink", "Role", "SendWork",
-    "ServiceUnavailable", "Settings", "SourceRef", "Turn", "TurnOutcome", "TurnRunner", "TurnWork", "Unauthorized",
+    "ServiceUnavailable", "Settings", "SourceRef", "TranscriptSink", "Turn", "TurnOutcome", "TurnRunner",
+    "TurnWork", "Unauthorized",
     "Work", "bearer_token", "chat_page_policy", "client_address", "decode_json", "describe_operation", "failure",
     "webhook_operation", "VendorUnreachable", "delivery_id", "order_key", "scope_identity", "scope_thread", "scoped",
     "split_delivery_id",

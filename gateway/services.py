@@ -18,7 +18,9 @@ from rq import Queue
 
 from gateway.agents.api_keys import ApiKeys
 from gateway.agents.channel_agent import AgentInstructions, ChannelAgent
-from gateway.agents.runner import AgentRunner
+from gateway.agents.invoker import CAPABILITIES as API_CAPABILITIES
+from gateway.agents.invoker import CHANNEL as API_CHANNEL
+from gateway.agents.invoker import AgentInvoker
 from gateway.agents.settings_agent import sync_channel_agent
 from gateway.agents.store import AgentStore
 from gateway.catalogue import CUSTOMER_ATTRIBUTES, PERSONA_ATTRIBUTES
@@ -76,7 +78,7 @@ from gateway.live.template_render import RenderBudget
 from gateway.live.timers import TIMER_TICK_JOB, Timer, periodic_timer
 from gateway.turn.llm import LLMClient
 from gateway.turn.pipeline import TurnPipeline
-from gateway.turn.ports import Capabilities, RagMode
+from gateway.turn.ports import Capabilities, RagMode, TranscriptSink
 from gateway.turn.responders import LLMResponder, OfflineResponder, Responder
 from gateway.turn.runner import TurnRunner
 
@@ -164,7 +166,7 @@ class Services:
     conversations: ConversationList | None = None  # the filtered conversation list
     agents: AgentStore | None = None  # agents and their versions (the agent API)
     api_keys: ApiKeys | None = None  # the agent API's callers
-    agent_runner: AgentRunner | None = None  # one invocation of an agent version
+    invoker: AgentInvoker | None = None  # one invocation of an agent version, through the turn pipeline
     live_feed: LiveFeed | None = None  # stored messages and handoff changes as they happen
     direct_sinks: dict[str, DirectSink] = field(default_factory=dict)
     connections: Connections | None = None  # conn (issue 28): channel connections added at run time
@@ -290,7 +292,9 @@ class Services:
         services.conversations = ConversationList(store, handoffs)
         services.agents = agents
         services.api_keys = ApiKeys(store, settings.api_key_rate_limit_per_min, services.rate_limits.api_keys)
-        services.agent_runner = AgentRunner(settings, store, sessions, memory, knowledge, llm, tool_support)
+        services.invoker = AgentInvoker(settings, store, pipeline, knowledge, llm, tool_support)
+        pipeline.capabilities[API_CHANNEL] = API_CAPABILITIES
+        services.direct_sinks[API_CHANNEL] = lambda conversation: TranscriptSink(API_CHANNEL)
         services.on_start.append(services._channel_agent)
         services.connections = Connections(settings, ConnectionStore(store, CredentialBox(
             settings.secret_key.get_secret_value() if settings.secret_key else None)), agents, {})

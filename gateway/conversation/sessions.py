@@ -39,8 +39,10 @@ class Sessions:
             conv = None
         started = conv is None
         if conv is None:
+            # A conversation starts with its first message (received before it was opened).
             conv = Conversation(persona_id=persona.id, channel=inbound.channel, thread=inbound.thread,
-                                connection=inbound.connection)  # conn (issue 28)
+                                connection=inbound.connection,  # conn (issue 28)
+                                started_at=min(now, inbound.received_at))
         conv.last_activity_at = now
         await self.store.save_conversation(conv, activity_key=self.activity_key, make_active=started)
         if started:

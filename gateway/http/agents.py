@@ -26,7 +26,7 @@ from fastapi.responses import Response, StreamingResponse
 from gateway.agents.definitions import AgentConfig, AgentCreate, AgentVersion
 from gateway.agents.guardrails import CATALOG
 from gateway.agents.invocation import OVERRIDES, Invocation, configured
-from gateway.agents.runner import InvokeResult
+from gateway.agents.invoker import InvokeResult
 from gateway.agents.scope import api_session
 from gateway.core.errors import BadRequest, InvalidInput
 from gateway.http.agent_auth import authorize_caller
@@ -150,17 +150,26 @@ async def describe(agent_id: str, version_id: str, request: Request) -> dict:
             "createdAt": version.created_at.isoformat(), "config": config}
 
 
+def operator_replies_json(result: InvokeResult) -> list[dict]:
+    return [{"text": r.text, "author": r.author, "createdAt": r.created_at} for r in result.operator_replies]
+
+
 def response_json(result: InvokeResult, *, completed: bool = False) -> dict:
+    """``status`` is ``held`` (and ``output`` empty) when an operator has the conversation: the model was
+    not asked; ``customOutputs.operatorReplies`` carries what operators wrote since the caller's last call."""
     custom = {"sourceNodes": [{"docId": s.doc_id, "chunkId": s.chunk_id, "score": s.score, "text": s.text,
                                "n": s.n, "title": s.title, "url": s.url, "cited": s.cited}
-                              for s in result.sources], "ragMode": result.rag_mode, **result.outputs}
+                              for s in result.sources], "ragMode": result.rag_mode, **result.outputs,
+              "operatorReplies": operator_replies_json(result)}
+    if result.held:
+        custom["held"] = result.held
     base = {"object": "response.completed" if completed else "response", "createdAt": result.created_at,
-            "model": result.model, "id": result.turn_id}
+            "model": result.model, "id": result.turn_id, "status": "held" if result.held else "completed"}
     if completed:
         return {**base, "customOutputs": custom, "usage": result.usage.model_dump()}
-    return {**base, "output": [{"type": "message", "status": "completed", "role": "assistant",
-                                "content": [{"type": "output_text", "text": result.text}]}],
-            "customOutputs": custom, "usage": result.usage.model_dump()}
+    output = [] if result.held else [{"type": "message", "status": "completed", "role": "assistant",
+                                      "content": [{"type": "output_text", "text": result.text}]}]
+    return {**base, "output": output, "customOutputs": custom, "usage": result.usage.model_dump()}
 
 
 _INVOKE = json_body({"type": "object", "required": ["messages"], "additionalProperties": False, "properties": {
@@ -177,7 +186,7 @@ _SESSION = {"parameters": [{"name": "X-Session-ID", "in": "header", "required": 
 @callers.post("/v1/agents/{agent_id}/versions/{version_id}/invoke", openapi_extra={**_INVOKE, **_SESSION})
 async def invoke(agent_id: str, version_id: str, request: Request) -> dict:
     services, version, config, messages, session = await prepared(request, agent_id, version_id)
-    result = await services.agent_runner.invoke(version, config, messages, session)
+    result = await services.invoker.invoke(version, config, messages, session)
     return response_json(result)
 
 
@@ -199,7 +208,7 @@ async def _ndjson(services: Services, version: AgentVersion, config: AgentConfig
 
     async def run() -> None:
         try:
-            result = await services.agent_runner.invoke(version, config, messages, session, on_delta=delta)
+            result = await services.invoker.invoke(version, config, messages, session, on_delta=delta)
             await queue.put(response_json(result, completed=True))
         except Exception as exc:  # after the 200: the stream's last object says what went wrong
             status, kind, message = failure(exc)

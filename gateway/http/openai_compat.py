@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gateway.agents.api_keys import ApiKey
 from gateway.agents.definitions import AgentDefinition
-from gateway.agents.runner import InvokeResult
+from gateway.agents.invoker import InvokeResult
 from gateway.agents.scope import api_session
 from gateway.core.errors import BadRequest, NotFound
 from gateway.http.agents import session_of
@@ -94,6 +94,18 @@ class ChatRequest(BaseModel):
 
 def _sources(result: InvokeResult) -> list[dict]:
     return [{"doc_id": s.doc_id, "chunk_id": s.chunk_id, "score": s.score, "text": s.text} for s in result.sources]
+
+
+def _handoff(result: InvokeResult) -> dict:
+    """Extra fields standard clients ignore: the conversation is held for an operator (the content is
+    empty), and what operators wrote since the caller's last call."""
+    extra: dict = {}
+    if result.held:
+        extra["held"] = result.held
+    if result.operator_replies:
+        extra["operator_replies"] = [{"text": r.text, "author": r.author, "created": r.created_at}
+                                     for r in result.operator_replies]
+    return extra
 
 
 def _usage(result: InvokeResult) -> dict:
@@ -167,11 +179,11 @@ async def chat_completions(request: Request):
     config = version.definition.config
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     if not body.stream:
-        result = await services.agent_runner.invoke(version, config, messages, session)
+        result = await services.invoker.invoke(version, config, messages, session)
         return {"id": completion_id, "object": "chat.completion", "created": result.created_at, "model": body.model,
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": result.text},
                              "finish_reason": "stop"}],
-                "usage": _usage(result), "sources": _sources(result)}
+                "usage": _usage(result), "sources": _sources(result), **_handoff(result)}
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
     return StreamingResponse(_events(services, version, config, messages, session, completion_id, body.model,
                                      include_usage), media_type="text/event-stream")
@@ -199,7 +211,7 @@ async def _events(services, version, config, messages, session, completion_id: s
 
     async def run() -> None:
         try:
-            await queue.put(("done", await services.agent_runner.invoke(version, config, messages, session,
+            await queue.put(("done", await services.invoker.invoke(version, config, messages, session,
                                                                         on_delta=delta)))
         except Exception as exc:  # after the 200: an error event, then the end of the stream
             await queue.put(("error", error_body(exc)[1]))
@@ -215,7 +227,7 @@ async def _events(services, version, config, messages, session, completion_id: s
             if kind == "error":
                 yield "data: " + json.dumps(item) + "\n\n"
             else:
-                yield chunk({}, "stop", sources=_sources(item))
+                yield chunk({}, "stop", sources=_sources(item), **_handoff(item))
                 if include_usage:
                     yield "data: " + json.dumps({"id": completion_id, "object": "chat.completion.chunk",
                                                  "created": item.created_at, "model": model, "choices": [],

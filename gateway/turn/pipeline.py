@@ -52,6 +52,7 @@ from gateway.turn.ports import (
     PromptInputs,
     RagMode,
     ReplySink,
+    TurnPlan,
 )
 from gateway.turn.reply_intent import Fence, PlannedReply, ReplyIntents, SendIntent
 from gateway.turn.responders import KnowledgeHit, Reply, ReplyRequest, Responder
@@ -92,10 +93,13 @@ class Turn:
     sources: list[SourceRef] = field(default_factory=list)  # what the reply may cite, numbered as the prompt shows
     # conn (issue 28): template variables a preparer sets (a connection's agent's instructions)
     prompt_variables: dict[str, object] = field(default_factory=dict)
+    # The parts its entry chose (an agent API call: its version's retrieval, prompt, model, checks); None:
+    # the channels' parts. A planned turn runs where it was accepted, so the plan is never saved.
+    plan: TurnPlan | None = None
 
     # What ``run`` works out again from the store when it starts; everything else is saved.
     RECOMPUTED = frozenset({"memory", "recent", "rag", "hits", "agentic", "kbs", "citations", "sources",
-                            "prompt_variables"})
+                            "prompt_variables", "plan"})
 
     def snapshot(self) -> str:
         """The accepted turn as JSON, to run it in another process (after a crash)."""
@@ -202,7 +206,7 @@ class TurnPipeline:
         self._phrases = [p.strip().lower() for p in settings.handoff_phrases.split("|") if p.strip()]
 
     async def accept(self, inbound: InboundMessage, *, rag_mode: RagMode = "inline",
-                     delivery_id: str | None = None) -> Turn | None:
+                     delivery_id: str | None = None, plan: TurnPlan | None = None) -> Turn | None:
         """Persist the user message and take a turn ticket; ``None`` for a duplicate delivery.
 
         ``delivery_id`` is the inbox entry the message came in: accepting it again (its first try was cut
@@ -212,6 +216,7 @@ class TurnPipeline:
             with counting() as tally:
                 turn = await self._accept(inbound, rag_mode, delivery_id)
         if turn is not None:
+            turn.plan = plan
             _add_redis(turn.trace, tally)
         return turn
 
@@ -299,6 +304,9 @@ class TurnPipeline:
                 clock.lap("prompt")
                 reply = await self._reply(turn, prompt.messages, sink, deadline)
                 clock.lap("llm")
+                if turn.plan is not None:
+                    reply = await turn.plan.finish(turn, prompt.messages, reply)
+                    clock.lap("checks")
                 reply = self._cite(turn, reply)
                 reply, wants_person = self._model_handoff(turn, reply)
             holder = turn.trace.turn_id
@@ -423,11 +431,12 @@ class TurnPipeline:
 
         ``pending`` is a user message that is not stored (a preview's sample text); context
         preparers that are still running at ``context_deadline`` (loop time) are cut off."""
+        plan = turn.plan
         # One read serves the prompt and the RAG search (which wants a longer history).
         async with self.slots.hold():
             recent = await self.memory.get_memory(
                 turn.persona, count=max(self.settings.memory_count, RECENT_FOR_CONTEXT),
-                max_chars=self.settings.memory_max_chars,
+                max_chars=self.settings.memory_max_chars, since=plan.memory_since if plan is not None else None,
             )
         turn.recent = self._memory_for(turn, recent)
         turn.memory = turn.recent[-self.settings.memory_count:]
@@ -435,12 +444,12 @@ class TurnPipeline:
             turn.memory.append(pending)
         if clock is not None:
             clock.lap("memory")
-        for preparer in self.preparers:
+        for preparer in plan.preparers if plan is not None else self.preparers:
             await self._prepare(preparer, turn, context_deadline)
         if clock is not None:
             clock.lap("context")
         async with self.slots.hold():
-            assembled = await self.prompts.build(
+            assembled = await (plan.prompts if plan is not None else self.prompts).build(
                 PromptInputs(
                     persona_id=turn.persona.id,
                     channel=turn.inbound.channel,
@@ -497,17 +506,23 @@ class TurnPipeline:
 
     async def _reply(self, turn: Turn, prompt, sink: ReplySink, deadline: float) -> Reply:
         """The responder's reply, or the fallback message once, with the reason in the trace."""
+        plan = turn.plan
+        streams = sink.streaming and not (plan is not None and plan.holds_stream)
         request = ReplyRequest(
-            prompt=prompt, hits=turn.hits, on_delta=sink.delta if sink.streaming else None, agentic=turn.agentic,
+            prompt=prompt, hits=turn.hits, on_delta=sink.delta if streams else None, agentic=turn.agentic,
             kbs=turn.kbs or None,
         )
+        responder = plan.responder if plan is not None else self.responder
         try:
             async with asyncio.timeout_at(deadline):
                 interrupted = getattr(sink, "interrupted", None)
                 if interrupted is None:
-                    return await self.responder.reply(request)
-                return await self._interruptible(request, interrupted, sink)
+                    return await responder.reply(request)
+                return await self._interruptible(responder, request, interrupted, sink)
         except LLMError as exc:
+            if plan is not None and plan.raises_llm_errors:
+                _note(turn, exc.message)
+                raise
             kind, problem = type(exc.__cause__ or exc).__name__, exc.message
         except TimeoutError:
             kind = "TurnDeadline"
@@ -520,10 +535,11 @@ class TurnPipeline:
         _note(turn, problem)
         return Reply(text=self.settings.llm_fallback_message, responder="fallback")
 
-    async def _interruptible(self, request: ReplyRequest, interrupted: asyncio.Event, sink) -> Reply:
+    async def _interruptible(self, responder: Responder, request: ReplyRequest, interrupted: asyncio.Event,
+                             sink) -> Reply:
         """A reply the listener can cut off (a caller barging in): the model's stream is cancelled at once
         and the reply is what was heard (``sink.heard``), so memory matches the call."""
-        replying = asyncio.ensure_future(self.responder.reply(request))
+        replying = asyncio.ensure_future(responder.reply(request))
         waiting = asyncio.ensure_future(interrupted.wait())
         try:
             await asyncio.wait({replying, waiting}, return_when=asyncio.FIRST_COMPLETED)

@@ -3,14 +3,17 @@ and the prompt it asks the assembler for."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from datetime import datetime
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from gateway.core.models import Message, PromptMessage
 from gateway.turn.citations import CitationStyle
+from gateway.turn.responders import Reply, Responder
 
 __all__ = ["AssembledPrompt", "Capabilities", "DeliveryReport", "IdempotentSink", "Markup", "RagMode",
-           "PromptAssembler", "PromptInputs", "ReplySink"]
+           "PromptAssembler", "PromptInputs", "ReplySink", "TranscriptSink", "TurnPlan"]
 
 
 Markup = Literal["plain", "html", "mrkdwn", "markdown"]
@@ -54,6 +57,23 @@ class ReplySink(Protocol):
     async def deliver(self, text: str) -> DeliveryReport: ...
 
 
+class TranscriptSink:
+    """Where an operator's reply goes on a channel with no vendor to send through (web chat, the agent
+    API): it is stored, and the channel shows it from the transcript (the open chat page over its
+    socket, an API caller on its next call)."""
+
+    streaming = False
+
+    def __init__(self, channel: str) -> None:
+        self.channel = channel
+
+    async def delta(self, text: str) -> None:  # pragma: no cover - not streaming
+        pass
+
+    async def deliver(self, text: str) -> DeliveryReport:
+        return DeliveryReport(delivered=True)
+
+
 @runtime_checkable
 class IdempotentSink(Protocol):
     """A sink whose vendor drops a repeated send carrying the same idempotency key (Twilio). A turn
@@ -81,3 +101,23 @@ class PromptInputs:
 
 class PromptAssembler(Protocol):
     async def build(self, inputs: PromptInputs) -> AssembledPrompt: ...
+
+
+class TurnPlan(Protocol):
+    """The parts of a turn its entry chooses, where they differ from the channels' (an agent API call
+    answers with its agent version's retrieval, system prompt, model options and output checks).
+
+    Everything else — dedup, the conversation and its lock, the handoff gate, memory, delivery through
+    the sink, the trace — is the one pipeline's, whatever the entry. A turn without a plan uses the
+    pipeline's own preparers, prompt template and responder."""
+
+    preparers: Sequence[Any]  # ContextPreparers: they fill the turn's context, hits, sources, citations
+    prompts: PromptAssembler
+    responder: Responder
+    memory_since: datetime | None  # memory starts here (an API session's conversation), None: all of it
+    holds_stream: bool  # the reply may still change after the model (guardrails, a check): sent whole
+    raises_llm_errors: bool  # a failed model call is the caller's error (502), not the fallback message
+
+    async def finish(self, turn: Any, prompt: Sequence[PromptMessage], reply: Reply) -> Reply:
+        """The output checks on the model's reply, before it is cited, stored and delivered."""
+        ...

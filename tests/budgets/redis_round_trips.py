@@ -8,4 +8,4 @@ Issue 27's targets are web chat <= 6, inbox <= 8, invoke <= 6; these are what th
 
 WEB_CHAT_TURN = 28
 INBOX_TURN = 30
-INVOKE = 15
+INVOKE = 25  # one path (issue 27): an invoke now takes the handoff gate, turn lock and trace like any turn

@@ -1,0 +1,204 @@
+"""One invocation of an agent version, run by the one turn pipeline with the agent's parts.
+
+The caller's ``messages`` are the conversation (the last one is the user's question). With a
+session id the conversation lives on the server — stored like any conversation (channel ``api``,
+visible in the console, ended after the inactivity timeout) — and a caller may send only the new
+question; earlier messages it sends are stored once, when its conversation starts. Retrieval,
+prompt, model and output checks are the version's (``gateway.agents.plan``); everything else is
+the pipeline's, as for every channel: the conversation's turn lock, the handoff gate (a conversation
+an operator took over is held: no model call, the operator's replies come back with the session's
+next call), memory, the trace the console shows.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from gateway.agents.definitions import AgentConfig, AgentVersion
+from gateway.agents.guardrails import Guardrails
+from gateway.agents.plan import AgentPlan
+from gateway.conversation.store import RedisStore
+from gateway.core.errors import BadRequest
+from gateway.core.models import DeliveryStatus, InboundMessage, Message, Role, SourceRef, TokenUsage
+from gateway.core.settings import Settings
+from gateway.knowledge.citing import document_urls
+from gateway.knowledge.kb_tool import ToolSupport
+from gateway.turn.llm import LLMClient
+from gateway.turn.pipeline import Turn, TurnOutcome, TurnPipeline
+from gateway.turn.ports import Capabilities, DeliveryReport
+from rag_core.retrieval import Hit
+
+__all__ = ["CAPABILITIES", "CHANNEL", "AgentInvoker", "AnswerSink", "InvokeResult", "OperatorReply", "SourceNode",
+           "source_nodes"]
+
+CHANNEL = "api"
+# What an API caller's answer can carry: streamed text with structured sources; an operator may take
+# the conversation over from the console (the call is then held and their replies come back later).
+CAPABILITIES = Capabilities(max_length=1_000_000, markup="markdown", streaming=True, handoff=True,
+                            citations="structured")
+ROLES = {"user": Role.USER, "assistant": Role.AGENT}
+Delta = Callable[[str], Awaitable[None]]
+
+
+@dataclass
+class SourceNode:
+    doc_id: str
+    chunk_id: str
+    score: float
+    text: str
+    n: int = 0  # the number the prompt showed it by ([n]); the stored message's sources carry the same
+    title: str = ""
+    url: str | None = None
+    cited: bool = False
+
+
+@dataclass
+class OperatorReply:
+    """A person's reply from the console, given back with the session's next call."""
+
+    text: str
+    author: str | None
+    created_at: int
+
+
+@dataclass
+class InvokeResult:
+    text: str
+    model: str
+    sources: list[SourceNode]
+    rag_mode: str
+    usage: TokenUsage
+    turn_id: str
+    conversation_id: str
+    created_at: int = field(default_factory=lambda: int(time.time()))
+    outputs: dict = field(default_factory=dict)  # what the checks and guardrails did, for customOutputs
+    held: str | None = None  # why the agent did not answer (an operator has the conversation), or None
+    operator_replies: list[OperatorReply] = field(default_factory=list)
+
+
+def _doc_of(source: str) -> str:
+    """A document chunk's document id (``doc:<id>#<n>``); any other topic is its own document."""
+    return source[4:].split("#", 1)[0] if source.startswith("doc:") else source
+
+
+def source_nodes(hits: list[Hit], refs: list[SourceRef] | None = None) -> list[SourceNode]:
+    """Scores in 0–1: the best hit is 1 and the others keep their ratio to it (fused scores are relative).
+    ``refs`` are the sources of the reply (numbered, cited or not), matched to the hits by number."""
+    top = max((h.score for h in hits), default=0.0) or 1.0
+    nodes = [SourceNode(doc_id=_doc_of(h.topic.source), chunk_id=h.topic.source,
+                        score=round(max(0.0, h.score) / top, 4), text=h.topic.summary or h.topic.title, n=n,
+                        title=h.topic.title) for n, h in enumerate(hits, 1)]
+    by_n = {r.n: r for r in refs or ()}
+    for node in nodes:
+        if (ref := by_n.get(node.n)) is not None:
+            node.url, node.cited = ref.url, ref.cited
+    return nodes
+
+
+class AnswerSink:
+    """The HTTP answer as a turn's sink: the reply's deltas go to ``on_delta`` when the caller streams;
+    a reply held back until final (guardrails, a check) goes out whole when delivered."""
+
+    channel = CHANNEL
+
+    def __init__(self, on_delta: Delta | None = None) -> None:
+        self.on_delta = on_delta
+        self.streaming = on_delta is not None
+        self.streamed = False
+
+    async def delta(self, text: str) -> None:
+        assert self.on_delta is not None
+        self.streamed = True
+        await self.on_delta(text)
+
+    async def deliver(self, text: str) -> DeliveryReport:
+        if self.on_delta is not None and not self.streamed and text:
+            await self.on_delta(text)
+        return DeliveryReport(delivered=True)
+
+
+class AgentInvoker:
+    def __init__(self, settings: Settings, store: RedisStore, pipeline: TurnPipeline, knowledge,
+                 llm: LLMClient | None, tool_support: ToolSupport) -> None:
+        self.settings = settings
+        self.store = store
+        self.pipeline = pipeline
+        self.knowledge = knowledge  # gateway.knowledge.search.Knowledge
+        self.llm = llm
+        self.tool_support = tool_support
+        self._urls = document_urls(lambda: knowledge.bases.documents)
+
+    def _checked(self, messages: list[dict], guard: Guardrails) -> list[dict]:
+        if not messages or messages[-1].get("role") != "user":
+            raise BadRequest("messages: the last message must have role \"user\"")
+        for i, m in enumerate(messages):
+            if m.get("role") not in ROLES or not isinstance(m.get("content"), str) or not m["content"].strip():
+                raise BadRequest(f"messages[{i}]: role \"user\" or \"assistant\" with non-empty text content")
+            if len(m["content"]) > self.settings.max_message_chars:
+                raise BadRequest(f"messages[{i}]: longer than {self.settings.max_message_chars} characters")
+        return [{**m, "content": guard.incoming(m["content"])} for m in messages]  # before anything stores it
+
+    async def invoke(self, version: AgentVersion, config: AgentConfig, messages: list[dict],
+                     session_id: str | None, on_delta: Delta | None = None) -> InvokeResult:
+        guard = Guardrails(config.guardrails, self.settings.blocked_terms)
+        messages = self._checked(messages, guard)
+        agent = version.definition
+        identity = f"api:{agent.id}:{session_id or uuid.uuid4()}"
+        inbound = InboundMessage(channel=CHANNEL, external_user_id=identity, external_message_id=uuid.uuid4().hex,
+                                 identity=identity, text=messages[-1]["content"], thread=agent.id,
+                                 display_name=agent.name, agent=f"{agent.id}@{version.version_id}")
+        plan = AgentPlan(self.settings, config, guard, self.llm, self.knowledge, self.tool_support, self._urls)
+        turn = await self.pipeline.accept(inbound, plan=plan)
+        assert turn is not None  # a fresh message id is never a duplicate
+        if turn.started and len(messages) > 1:  # a new conversation: the caller's earlier messages are its start
+            await self._seed(turn, messages[:-1])
+        plan.memory_since = turn.conversation.started_at  # memory is this conversation's
+        try:
+            outcome = await self.pipeline.run(turn, AnswerSink(on_delta))
+        except BaseException:
+            await self.store.save_trace(turn.trace)  # what it got to, and the model's error, for the console
+            raise
+        return await self._result(outcome, plan, config)
+
+    async def _seed(self, turn: Turn, earlier: list[dict]) -> None:
+        """Store the caller's earlier messages just before the question, in order: the conversation starts
+        with the first of them."""
+        first = turn.user_message.created_at - timedelta(milliseconds=len(earlier))
+        for i, m in enumerate(earlier):
+            await self.store.add_message(Message(
+                conversation_id=turn.conversation.id, persona_id=turn.persona.id, role=ROLES[m["role"]],
+                channel=CHANNEL, text=m["content"], created_at=first + timedelta(milliseconds=i),
+                delivery=DeliveryStatus.DELIVERED))
+        if first < turn.conversation.started_at:
+            turn.conversation.started_at = first
+            await self.store.save_conversation(turn.conversation)
+
+    async def _result(self, outcome: TurnOutcome, plan: AgentPlan, config: AgentConfig) -> InvokeResult:
+        turn = outcome.turn
+        trace = turn.trace
+        recent = turn.recent
+        if outcome.suppressed:  # held for an operator: no context was read, so read what they said
+            recent = await self.store.persona_messages(turn.persona.id, newest=50, since=plan.memory_since)
+        cited = {s.n: s.cited for s in turn.sources}
+        refs = [r.model_copy(update={"cited": cited.get(r.n, False)}) for r in plan.refs]
+        return InvokeResult(
+            text=outcome.reply.text if not outcome.suppressed else "",
+            model=outcome.reply.model or config.llm_model_id or self.settings.llm_model,
+            sources=source_nodes(plan.hits, refs) if not outcome.suppressed else [],
+            rag_mode=plan.rag_mode, usage=outcome.reply.usage, turn_id=trace.turn_id,
+            conversation_id=turn.conversation.id, outputs=plan.outputs,
+            held=trace.suppressed if outcome.suppressed else None,
+            operator_replies=_operator_replies(recent, turn.user_message),
+        )
+
+
+def _operator_replies(recent: list[Message], own: Message) -> list[OperatorReply]:
+    """The operators' replies since the caller's previous message (they answered it, or wrote first)."""
+    before = [m for m in recent if m.id != own.id and m.created_at <= own.created_at]
+    start = max((i for i, m in enumerate(before) if m.role is Role.USER), default=-1) + 1
+    return [OperatorReply(text=m.text, author=m.author, created_at=int(m.created_at.timestamp()))
+            for m in before[start:] if m.role is Role.OPERATOR]
