@@ -17,6 +17,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from rq import Queue
 
 from gateway.agents.api_keys import ApiKeys
+from gateway.agents.caller import CallerReader
 from gateway.agents.channel_agent import AgentInstructions, ChannelAgent
 from gateway.agents.invoker import CAPABILITIES as API_CAPABILITIES
 from gateway.agents.invoker import CHANNEL as API_CHANNEL
@@ -166,6 +167,7 @@ class Services:
     conversations: ConversationList | None = None  # the filtered conversation list
     agents: AgentStore | None = None  # agents and their versions (the agent API)
     api_keys: ApiKeys | None = None  # the agent API's callers
+    callers: CallerReader | None = None  # a caller's key, agent, version and limit in one round trip
     invoker: AgentInvoker | None = None  # one invocation of an agent version, through the turn pipeline
     live_feed: LiveFeed | None = None  # stored messages and handoff changes as they happen
     direct_sinks: dict[str, DirectSink] = field(default_factory=dict)
@@ -244,6 +246,7 @@ class Services:
             preparers=[rag, citing, AgentInstructions(channel_agent)],  # conn (issue 28): a connection's agent
             handoffs=handoffs,
         )
+        pipeline.closing_writes.append(live.closing_writes)
         services = cls(
             settings=settings,
             redis=redis,
@@ -292,6 +295,7 @@ class Services:
         services.conversations = ConversationList(store, handoffs)
         services.agents = agents
         services.api_keys = ApiKeys(store, settings.api_key_rate_limit_per_min, services.rate_limits.api_keys)
+        services.callers = CallerReader(services.api_keys, agents)
         services.invoker = AgentInvoker(settings, store, pipeline, knowledge, llm, tool_support)
         pipeline.capabilities[API_CHANNEL] = API_CAPABILITIES
         services.direct_sinks[API_CHANNEL] = lambda conversation: TranscriptSink(API_CHANNEL)

@@ -53,6 +53,9 @@ class SystemPrompt:
     def __init__(self, system_prompt: str) -> None:
         self.system_prompt = system_prompt
 
+    def read_into(self, pipe, persona_id: str) -> int:
+        return 0  # everything it needs is in the inputs
+
     async def build(self, inputs: PromptInputs) -> AssembledPrompt:
         question = next((m.text for m in reversed(inputs.memory) if m.role is Role.USER), "")
         system = self.system_prompt.replace("{context_str}", inputs.rag or NO_CONTEXT).replace("{query_str}", question)

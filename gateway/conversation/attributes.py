@@ -125,6 +125,21 @@ class PersonaAttributes(_AttributeHash):
     async def set(self, persona_id: str, name: str, value: Any) -> Any:
         return await self._set(self._key(persona_id), name, value)
 
+    def get_into(self, pipe, persona_id: str, name: str) -> None:
+        """Queue ``get``'s read in ``pipe``; ``parse`` its answer."""
+        self.spec(name)
+        pipe.hget(self._key(persona_id), name)
+
+    def parse(self, name: str, raw: bytes | None) -> Any:
+        return self.spec(name).default if raw is None else scrub_deep(json.loads(raw))
+
+    def set_into(self, pipe, persona_id: str, name: str, value: Any) -> Any:
+        """Queue ``set``'s write in ``pipe`` (a turn's closing round trip); the value is checked now."""
+        spec = self.spec(name)
+        parsed = spec.validate(value)
+        pipe.hset(self._key(persona_id), name, spec.dump(parsed))
+        return parsed
+
     async def update(self, persona_id: str, name: str, change: Callable[[Any], Any]) -> Any:
         return await self._update(self._key(persona_id), name, change)
 

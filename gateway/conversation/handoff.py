@@ -86,6 +86,14 @@ class Handoffs:
     async def get(self, conversation_id: str) -> Handoff | None:
         return _parse(conversation_id, await self.redis.hgetall(self._state_key(conversation_id)))
 
+    def get_into(self, pipe, conversation_id: str) -> None:
+        """Queue ``get``'s read in ``pipe``; ``parse`` its answer."""
+        pipe.hgetall(self._state_key(conversation_id))
+
+    @staticmethod
+    def parse(conversation_id: str, raw: dict) -> Handoff | None:
+        return _parse(conversation_id, raw)
+
     async def many(self, ids: list[str]) -> dict[str, Handoff]:
         if not ids:
             return {}
@@ -148,6 +156,10 @@ class Handoffs:
     async def idle(self, cutoff: float) -> list[str]:
         return [raw.decode() for raw in await self.redis.zrangebyscore(self._index, "-inf", cutoff)]
 
+    def gate_keys(self, conversation_id: str) -> tuple[str, str]:
+        """The state and gate keys, for a script that takes the gate with other work (a reply's intent)."""
+        return self._state_key(conversation_id), self._gate_key(conversation_id)
+
     async def gate_for_bot(self, conversation_id: str, holder: str) -> bool:
         """True (and the gate held) when the bot may deliver now; False while handed off."""
         return bool(await self._take_gate(
@@ -157,6 +169,10 @@ class Handoffs:
 
     async def release_gate(self, conversation_id: str, holder: str) -> None:
         await self._release_gate(keys=[self._gate_key(conversation_id)], args=[holder])
+
+    def release_gate_into(self, pipe, conversation_id: str, holder: str) -> None:
+        """Queue the gate's release in ``pipe`` (a turn's closing round trip)."""
+        pipe.eval(_RELEASE_GATE, 1, self._gate_key(conversation_id), holder)
 
     async def _announce(self, conversation_id: str, status: str) -> None:
         await self.redis.publish(self.store.live_channel,

@@ -26,17 +26,29 @@ class Memory:
         since: datetime | None = None,
         until: datetime | None = None,
         include_system: bool = False,
+        fetched: list[Message] | None = None,
     ) -> list[Message]:
-        """Up to ``count`` messages, oldest first, whose texts add up to at most ``max_chars``."""
+        """Up to ``count`` messages, oldest first, whose texts add up to at most ``max_chars``. ``fetched``
+        is what ``read_into`` read for the same ``count`` and ``since`` in someone's round trip (read
+        again, wider, only when filters leave too few)."""
         persona_id = persona if isinstance(persona, str) else persona.id
         wanted = set(channels) if channels is not None else None
         window = count + _MARGIN
         while True:
-            fetched = await self.store.persona_messages(persona_id, newest=window, since=since, until=until)
+            if fetched is None:
+                fetched = await self.store.persona_messages(persona_id, newest=window, since=since, until=until)
             kept, cut = _newest(fetched, count, max_chars, wanted, include_system)
             if len(kept) == count or cut or len(fetched) < window:
                 return kept
             window *= 4
+            fetched = None
+
+    def read_into(self, pipe, persona_id: str, count: int, since: datetime | None = None) -> None:
+        """Queue the read ``get_memory(count=count, since=since)`` starts with; ``parse`` its answer."""
+        self.store.persona_messages_into(pipe, persona_id, newest=count + _MARGIN, since=since)
+
+    def parse(self, raws: list[bytes]) -> list[Message]:
+        return self.store.messages_of(raws)
 
 
 def _newest(

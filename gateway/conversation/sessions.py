@@ -32,8 +32,20 @@ class Sessions:
 
     async def open(self, persona: Persona, inbound: InboundMessage) -> tuple[Conversation, bool]:
         """The conversation this message belongs to, and whether it was just started."""
+        active = await self.store.active_conversation(persona.id, inbound.channel, inbound.thread)
+        conv, started = await self.resume(persona, inbound, active)
+        await self.store.save_conversation(conv, activity_key=self.activity_key, make_active=started)
+        if started:
+            await self.announce_start(persona, conv)
+        return conv, started
+
+    async def resume(self, persona: Persona, inbound: InboundMessage,
+                     active: Conversation | None) -> tuple[Conversation, bool]:
+        """``open`` given the persona's ``active`` conversation as read with other work: the conversation
+        (ending ``active`` first when it went idle), and whether it starts now. Nothing is saved: the
+        caller queues ``save_into`` in its round trip, then calls ``announce_start`` for a new one."""
         now = utcnow()
-        conv = await self.store.active_conversation(persona.id, inbound.channel, inbound.thread)
+        conv = active
         if conv is not None and now - conv.last_activity_at > self.timeout:
             await self.end(conv, EndReason.TIMEOUT)
             conv = None
@@ -44,10 +56,13 @@ class Sessions:
                                 connection=inbound.connection,  # conn (issue 28)
                                 started_at=min(now, inbound.received_at))
         conv.last_activity_at = now
-        await self.store.save_conversation(conv, activity_key=self.activity_key, make_active=started)
-        if started:
-            await self.events.publish(ConversationStarted(persona=persona, conversation=conv))
         return conv, started
+
+    def save_into(self, pipe, conversation: Conversation, started: bool) -> None:
+        self.store.save_conversation_into(pipe, conversation, activity_key=self.activity_key, make_active=started)
+
+    async def announce_start(self, persona: Persona, conversation: Conversation) -> None:
+        await self.events.publish(ConversationStarted(persona=persona, conversation=conversation))
 
     async def end(self, conversation: Conversation, reason: EndReason) -> bool:
         """End once; a second call (another replica, a late status callback) is a no-op."""

@@ -6,10 +6,13 @@ Every key lives under ``sb:<agent_id>:`` so several agents (and test runs) can s
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 
 from gateway.core.models import Conversation, Message, Persona, TurnTrace
 
@@ -27,8 +30,61 @@ if not id then return false end
 return {id, redis.call('GET', ARGV[1] .. id)}
 """
 
+# A persona's newest messages, oldest first, in one round trip. KEYS[1] the persona's message index;
+# ARGV: newest score, oldest score, how many, the message keys' prefix. MGET in slices: Lua's stack is small.
+_NEWEST_MESSAGES = """
+local ids = redis.call('ZREVRANGEBYSCORE', KEYS[1], ARGV[1], ARGV[2], 'LIMIT', 0, ARGV[3])
+local found = {}
+local slice = {}
+for i = #ids, 1, -1 do
+  slice[#slice + 1] = ARGV[4] .. ids[i]
+  if #slice == 500 or i == 1 then
+    for _, raw in ipairs(redis.call('MGET', unpack(slice))) do
+      if raw then found[#found + 1] = raw end
+    end
+    slice = {}
+  end
+end
+return found
+"""
+
+# A message's arrival in one round trip: claim its dedup key, read its persona (through the identity
+# pointer) and the persona's active conversation on its channel and thread, and take that conversation's
+# next turn ticket (as TAKE_TICKET does; given back when the conversation turns out to have gone idle).
+# KEYS[1] dedup key, KEYS[2] identity pointer. ARGV: owner ('' = none), dedup ttl s, persona key prefix,
+# active-pointer suffix, conversation key prefix, ticket key prefix, ticket suffix, serving suffix.
+# {0}: a repeat; {1, persona id, persona, conv id, conv, ticket}.
+_ARRIVE = """
+if not redis.call('SET', KEYS[1], ARGV[1] ~= '' and ARGV[1] or '1', 'NX', 'EX', ARGV[2]) then
+  if ARGV[1] == '' or redis.call('GET', KEYS[1]) ~= ARGV[1] then return {0} end
+end
+local pid = redis.call('GET', KEYS[2])
+if not pid then return {1} end
+local cid = redis.call('GET', ARGV[3] .. pid .. ARGV[4])
+local conv = cid and redis.call('GET', ARGV[5] .. cid) or false
+local ticket = false
+if conv then
+  ticket = redis.call('INCR', ARGV[6] .. cid .. ARGV[7])
+  redis.call('PERSIST', ARGV[6] .. cid .. ARGV[7])
+  redis.call('PERSIST', ARGV[6] .. cid .. ARGV[8])
+end
+return {1, pid, redis.call('GET', ARGV[3] .. pid), cid, conv, ticket}
+"""
+
 # What a dedup key guards: a message turned into a turn, a delivery queued in the inbox, a polled update.
 DedupScope = Literal["msg", "inbox", "update"]
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """What ``RedisStore.arrive`` read: the persona (None: not yet known, resolve it), its active
+    conversation on the message's channel and thread (None: none, or the persona is not known), and
+    the ticket it took for that conversation (give it back if the message does not go there)."""
+
+    persona: Persona | None
+    conversation: Conversation | None
+    ticket: int | None = None  # the next turn ticket of ``ticket_of``, taken in the same round trip
+    ticket_of: str | None = None  # the conversation that ticket belongs to
 
 
 class RedisStore:
@@ -37,6 +93,8 @@ class RedisStore:
         self.agent_id = agent_id
         self.prefix = f"sb:{agent_id}:"
         self._follow = redis.register_script(_FOLLOW)
+        self._newest_messages = redis.register_script(_NEWEST_MESSAGES)
+        self._arrive = redis.register_script(_ARRIVE)
 
     async def _followed(self, pointer: str, target_prefix: str) -> tuple[str, bytes | None] | None:
         """(id, value) of what ``pointer`` names, value None when that is gone; None without a pointer."""
@@ -67,6 +125,25 @@ class RedisStore:
             return False
         held = await self.redis.get(key)
         return (held.decode() if isinstance(held, bytes) else held) == owner
+
+    async def arrive(self, channel: str, external_id: str, identity: str, thread: str | None,
+                     ticket_keys: tuple[str, str, str], *, owner: str | None = None) -> Arrival | None:
+        """``claim_once("msg", …)`` and, in the same round trip, the identity's persona, its active
+        conversation on ``channel``/``thread`` and that conversation's next turn ticket (``ticket_keys``:
+        ``TurnLock.ticket_key_parts``); None for a repeat."""
+        answer = await self._arrive(
+            keys=[self.dedup_key("msg", channel, external_id), self.key("identity", identity)],
+            args=[owner or "", DEDUP_TTL_S, self.key("persona", ""),
+                  ":" + ":".join(("active", channel, thread or "-")), self.key("conv", ""), *ticket_keys])
+        if not int(answer[0]):
+            return None
+        if len(answer) == 1 or not answer[2]:  # a new identity (or a pointer to a persona being healed)
+            ticket = int(answer[5]) if len(answer) > 5 and answer[5] else None
+            return Arrival(None, None, ticket, answer[3].decode() if ticket is not None else None)
+        persona = Persona.model_validate_json(answer[2])
+        conversation = Conversation.model_validate_json(answer[4]) if answer[4] else None
+        ticket = int(answer[5]) if answer[5] else None
+        return Arrival(persona, conversation, ticket, conversation.id if conversation is not None else None)
 
     async def release_claim(self, scope: DedupScope, channel: str, external_id: str) -> None:
         await self.redis.delete(self.dedup_key(scope, channel, external_id))
@@ -124,6 +201,11 @@ class RedisStore:
     ) -> None:
         """Store the conversation (and, in the same round trip, its activity and active pointer)."""
         pipe = self.redis.pipeline(transaction=False)
+        self.save_conversation_into(pipe, conversation, activity_key=activity_key, make_active=make_active)
+        await pipe.execute()
+
+    def save_conversation_into(self, pipe: Pipeline, conversation: Conversation, *, activity_key: str | None = None,
+                               make_active: bool = False) -> None:
         pipe.set(self.key("conv", conversation.id), conversation.model_dump_json())
         pipe.zadd(
             self.key("persona", conversation.persona_id, "convs"),
@@ -134,7 +216,6 @@ class RedisStore:
         if make_active:
             pipe.set(self._active_key(conversation.persona_id, conversation.channel, conversation.thread),
                      conversation.id)
-        await pipe.execute()
 
     async def get_conversation(self, conversation_id: str) -> Conversation | None:
         raw = await self.redis.get(self.key("conv", conversation_id))
@@ -163,13 +244,17 @@ class RedisStore:
         pipe.publish(self.live_channel, row)
 
     async def add_message(self, message: Message) -> None:
-        ts = message.created_at.timestamp()
         pipe = self.redis.pipeline(transaction=False)
+        self.add_message_into(pipe, message)
+        await pipe.execute()
+
+    def add_message_into(self, pipe: Pipeline, message: Message) -> None:
+        """Queue ``add_message``'s writes in ``pipe`` (a turn's opening round trip)."""
+        ts = message.created_at.timestamp()
         pipe.set(self.key("msg", message.id), message.model_dump_json())
         pipe.zadd(self.key("conv", message.conversation_id, "msgs"), {message.id: ts})
         pipe.zadd(self.key("persona", message.persona_id, "msgs"), {message.id: ts})
         self._announce(pipe, message)
-        await pipe.execute()
 
     async def get_message(self, message_id: str) -> Message | None:
         raw = await self.redis.get(self.key("msg", message_id))
@@ -229,39 +314,59 @@ class RedisStore:
         since: datetime | None = None,
         until: datetime | None = None,
     ) -> list[Message]:
-        """Up to ``newest`` of the persona's messages across channels, oldest first."""
-        low = since.timestamp() if since else "-inf"
-        high = until.timestamp() if until else "+inf"
-        ids = await self.redis.zrevrangebyscore(
-            self.key("persona", persona_id, "msgs"), high, low, start=0, num=newest
-        )
-        if not ids:
-            return []
-        raws = await self.redis.mget([self.key("msg", i.decode()) for i in reversed(ids)])
-        return [Message.model_validate_json(raw) for raw in raws if raw]
+        """Up to ``newest`` of the persona's messages across channels, oldest first (one round trip)."""
+        raws = await self._newest_messages(keys=[self.key("persona", persona_id, "msgs")],
+                                           args=self._newest_args(newest, since, until))
+        return self.messages_of(raws)
+
+    def persona_messages_into(self, pipe: Pipeline, persona_id: str, *, newest: int, since: datetime | None = None,
+                              until: datetime | None = None) -> None:
+        """Queue ``persona_messages``'s read in ``pipe``; ``messages_of`` its answer."""
+        pipe.eval(_NEWEST_MESSAGES, 1, self.key("persona", persona_id, "msgs"),
+                  *self._newest_args(newest, since, until))
+
+    def _newest_args(self, newest: int, since: datetime | None, until: datetime | None) -> list:
+        low = repr(since.timestamp()) if since else "-inf"
+        high = repr(until.timestamp()) if until else "+inf"
+        return [high, low, newest, self.key("msg", "")]
+
+    @staticmethod
+    def messages_of(raws: list[bytes]) -> list[Message]:
+        return [Message.model_validate_json(raw) for raw in raws]
 
     async def finish_turn(
-        self, message: Message, conversation: Conversation, trace: TurnTrace, activity_key: str
+        self, message: Message, conversation: Conversation, trace: TurnTrace, activity_key: str,
+        then: Sequence[Callable[[Pipeline], None]] = (),
     ) -> None:
-        """A turn's closing writes in one round trip: the delivered reply, the conversation's
-        activity, and the trace."""
+        """A turn's closing writes in one round trip: the reply (stored with how its delivery went and
+        indexed), the conversation's activity, the trace, the live feed — then whatever ``then`` queues
+        (the handoff gate's and the turn lock's release), in that order."""
         ts = conversation.last_activity_at.timestamp()
         pipe = self.redis.pipeline(transaction=False)
         pipe.set(self.key("msg", message.id), message.model_dump_json())
+        sent = message.created_at.timestamp()
+        pipe.zadd(self.key("conv", message.conversation_id, "msgs"), {message.id: sent})
+        pipe.zadd(self.key("persona", message.persona_id, "msgs"), {message.id: sent})
         pipe.set(self.key("conv", conversation.id), conversation.model_dump_json())
         pipe.zadd(activity_key, {conversation.id: ts})
         self._put_trace(pipe, trace)
         self._count_turn(pipe, trace)
         self._announce(pipe, message)
+        for queue in then:
+            queue(pipe)
         await pipe.execute()
 
-    async def finish_silent_turn(self, conversation: Conversation, trace: TurnTrace, activity_key: str) -> None:
-        """A turn that sent nothing (the conversation was handed off): its activity and trace."""
+    async def finish_silent_turn(self, conversation: Conversation, trace: TurnTrace, activity_key: str,
+                                 then: Sequence[Callable[[Pipeline], None]] = ()) -> None:
+        """A turn that sent nothing (the conversation was handed off): its activity and trace, then
+        whatever ``then`` queues, in one round trip."""
         pipe = self.redis.pipeline(transaction=False)
         pipe.set(self.key("conv", conversation.id), conversation.model_dump_json())
         pipe.zadd(activity_key, {conversation.id: conversation.last_activity_at.timestamp()})
         self._put_trace(pipe, trace)
         self._count_turn(pipe, trace)
+        for queue in then:
+            queue(pipe)
         await pipe.execute()
 
     # -- traces --------------------------------------------------------------------------------

@@ -20,10 +20,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
 
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 
 from gateway.core.errors import TurnLockTimeout
 
@@ -125,6 +127,26 @@ SKIPPED_TTL_S = 24 * 3600
 IDLE_TTL_S = 24 * 3600
 
 
+@dataclass
+class HeldTurn:
+    """A conversation's turn lock while held: its lease is renewed until ``stop_keeping``; a turn that
+    releases it in its own closing round trip (``TurnLock.release_into``) sets ``released``."""
+
+    conversation_id: str
+    ticket: int
+    reads: list = field(default_factory=list)  # the answers to ``hold``'s ``reads``, in order
+    releasing: bool = False  # its release is queued in a pipeline: the lease is no longer renewed
+    released: bool = False
+    keeper: asyncio.Task | None = None
+
+    async def stop_keeping(self) -> None:
+        if self.keeper is not None:
+            self.keeper.cancel()
+            with suppress(asyncio.CancelledError):
+                await self.keeper
+            self.keeper = None
+
+
 class TurnLock:
     def __init__(
         self, redis: Redis, prefix: str, lease_s: float = 10.0, grace_s: float = 10.0,
@@ -152,6 +174,15 @@ class TurnLock:
     async def take_ticket(self, conversation_id: str) -> int:
         return int(await self._take(keys=list(self.order_keys(conversation_id))))
 
+    def ticket_key_parts(self) -> tuple[str, str, str]:
+        """A conversation's ticket and "now serving" keys are ``prefix + id + suffix``: (prefix, ticket suffix,
+        serving suffix), for a script that takes a ticket for a conversation it reads (``TAKE_TICKET``'s work)."""
+        return f"{self.prefix}turnlock:", ":ticket", ":serving"
+
+    def take_ticket_into(self, pipe: Pipeline, conversation_id: str) -> None:
+        """Queue ``take_ticket`` in ``pipe`` (a turn's opening round trip); its answer is the ticket."""
+        pipe.eval(TAKE_TICKET, 2, *self.order_keys(conversation_id))
+
     async def pass_ticket(self, conversation_id: str, ticket: int) -> None:
         """Give up a ticket without running (its work was dropped): the next one need not wait for it."""
         await self._release_ticket(conversation_id, ticket)
@@ -160,16 +191,26 @@ class TurnLock:
         taken, serving, lease, _, skipped, _ = self._keys(conversation_id)
         await self._release(keys=[serving, lease, skipped, taken], args=[ticket, SKIPPED_TTL_S, self.idle_ttl_ms])
 
+    def release_into(self, pipe, held: HeldTurn) -> None:
+        """Queue the release of ``held`` in ``pipe`` (the turn's closing round trip). The caller marks it
+        ``released`` once that pipeline has run; until then ``hold`` releases it itself on the way out."""
+        taken, serving, lease, _, skipped, _ = self._keys(held.conversation_id)
+        pipe.eval(_RELEASE, 4, serving, lease, skipped, taken, held.ticket, SKIPPED_TTL_S, self.idle_ttl_ms)
+        held.releasing = True
+
     @asynccontextmanager
-    async def hold(self, conversation_id: str, ticket: int, wait_s: float) -> AsyncIterator[None]:
-        _, serving, lease, stall, skipped, held = self._keys(conversation_id)
+    async def hold(self, conversation_id: str, ticket: int, wait_s: float,
+                   reads: Callable[[Pipeline], None] | None = None) -> AsyncIterator[HeldTurn]:
+        """Wait for ``ticket``'s turn and hold the lock. ``reads`` queues reads that go in the same round
+        trip as the attempt that takes the lock (so they see what the turn before left); their answers
+        are ``HeldTurn.reads``."""
+        _, serving, lease, stall, skipped, held_key = self._keys(conversation_id)
         deadline = time.monotonic() + wait_s
         delay = 0.002
         while True:
             now_ms = int(time.time() * 1000)
-            got = await self._acquire(
-                keys=[serving, lease, stall, skipped, held], args=[ticket, now_ms, self.lease_ms, self.grace_ms]
-            )
+            got, values = await self._attempt(
+                [serving, lease, stall, skipped, held_key], [ticket, now_ms, self.lease_ms, self.grace_ms], reads)
             if got == 1:
                 break
             if got == -1:  # skipped as stalled while we were away; run rather than drop the turn
@@ -178,19 +219,31 @@ class TurnLock:
                 raise TurnLockTimeout("another turn of this conversation is still running")
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.05)
-        keeper = asyncio.create_task(self._keep(lease, held, ticket), name=f"turn lease {conversation_id}")
+        held = HeldTurn(conversation_id, ticket, reads=values)
+        held.keeper = asyncio.create_task(self._keep(lease, held_key, ticket, held),
+                                          name=f"turn lease {conversation_id}")
         try:
-            yield
+            yield held
         finally:
-            keeper.cancel()
-            with suppress(asyncio.CancelledError):
-                await keeper
-            await self._release_ticket(conversation_id, ticket)
+            await held.stop_keeping()
+            if not held.released:
+                await self._release_ticket(conversation_id, ticket)
 
-    async def _keep(self, lease: str, held: str, ticket: int) -> None:
+    async def _attempt(self, keys: list[str], args: list, reads: Callable[[Pipeline], None] | None) -> tuple[int, list]:
+        if reads is None:
+            return int(await self._acquire(keys=keys, args=args)), []
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.eval(_ACQUIRE, len(keys), *keys, *args)
+        reads(pipe)
+        got, *values = await pipe.execute()
+        return int(got), values
+
+    async def _keep(self, lease: str, held: str, ticket: int, holder: HeldTurn) -> None:
         """Renew the lease while the turn runs; a lost lease means a waiter took over (logged once)."""
         while True:
             await asyncio.sleep(self.lease_ms / 3000)
+            if holder.releasing:
+                return
             try:
                 if not await self._renew(keys=[lease, held], args=[ticket, self.lease_ms]):
                     log.warning("turn lease lost (ticket %d): a later turn may run alongside this one", ticket)

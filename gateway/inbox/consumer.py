@@ -34,6 +34,7 @@ from gateway.core.settings import Settings
 from gateway.inbox.handler import DeliveryRejected, InboxHandler, SendWork, TurnWork, Work
 from gateway.inbox.retries import BEHIND, STEP_BEHIND_S, Backoff, RetryWindow, Waiting, scrubbed
 from gateway.inbox.stream import Delivery, Inbox
+from gateway.turn.pipeline import Turn, opening_writes
 from gateway.turn.ports import DeliveryReport, IdempotentSink
 from gateway.turn.runner import TurnRunner
 
@@ -44,6 +45,7 @@ log = logging.getLogger(__name__)
 LOG_AGAIN_S = 60.0  # while a step keeps failing, one short line this often
 EARLY_S = 0.05  # a waiting delivery taken up this much before its next try runs now
 WAITS: Literal["waits"] = "waits"  # what ``_accept`` answers when the delivery was set to wait
+ACKED = "acked"  # what ``_run`` answers when the turn's closing round trip acknowledged the delivery
 
 
 class FailureStreak:
@@ -248,21 +250,25 @@ class InboxConsumer:
             await self._dead(delivery, f"no {delivery.channel!r} channel is configured in this process")
             return
         waiting: Waiting | None = None
+        ran: bool | str = True
         try:
-            waiting = await self.retries.get(delivery.id)
+            # A delivery read for the first time has never failed, so it has no retry record to read.
+            waiting = await self.retries.get(delivery.id) if delivery.attempts > 1 else None
             if waiting is not None and waiting.next_try_at > time.time() + EARLY_S:
                 self._park(delivery, waiting.next_try_at)  # taken over before its time: it waits here now
                 return
             if waiting is not None and waiting.resend is not None:
                 if await self._waits_behind(delivery, waiting) or not await self._resend(handler, delivery, waiting):
                     return
-            elif not await self._run(handler, delivery, waiting):
+            elif not (ran := await self._run(handler, delivery, waiting)):
                 return
         except DeliveryRejected as exc:
             await self._dead(delivery, str(exc))
             return
         except Exception as exc:  # transient (Redis, the vendor away): tried again with backoff
             await self._failed(delivery, waiting, exc)
+            return
+        if ran == ACKED:
             return
         try:
             if waiting is not None:  # first: a record left behind would hold the chat's later deliveries
@@ -271,20 +277,37 @@ class InboxConsumer:
         except Exception:  # left pending: a later consumer finds the turn finished and only acks it
             log.exception("could not acknowledge %s delivery %s", delivery.channel, delivery.dedup_id)
 
-    async def _run(self, handler: InboxHandler, delivery: Delivery, waiting: Waiting | None) -> bool:
-        """Accept the delivery and run what it asks for; False when it waits to be tried again."""
+    async def _run(self, handler: InboxHandler, delivery: Delivery, waiting: Waiting | None) -> bool | str:
+        """Accept the delivery and run what it asks for; False when it waits to be tried again, ``ACKED``
+        when its turn acknowledged it in its own closing round trip."""
         work = await self._accept(handler, delivery, waiting)
         if work == WAITS:
             return False
         if isinstance(work, TurnWork):
+            queued = self._ack_with(work.turn, delivery) if waiting is None else []
             outcome = await self.runner.run_turn(work.turn, work.sink, self.inbox.fence(delivery, self.name))
             if outcome is not None and outcome.agent_message is not None and outcome.delivery.retryable:
                 await self._undelivered(delivery, waiting, outcome.delivery, outcome.sent_text,
                                         outcome.agent_message.id)
                 return False
+            if outcome is not None and queued:  # the turn ran to its end: its closing round trip acked it
+                return ACKED
         elif isinstance(work, SendWork):
             await self.runner.run_other(work.send(), work.what)
         return True
+
+    def _ack_with(self, turn: Turn, delivery: Delivery) -> list[bool]:
+        """Acknowledge the delivery in its turn's closing round trip, unless the vendor did not take the
+        reply (it is sent again later). Returns a list that holds True once the ack is queued."""
+        queued: list[bool] = []
+
+        def ack(pipe) -> None:
+            if not turn.trace.delivery_retryable:
+                self.inbox.done_into(pipe, delivery, self.name)
+                queued.append(True)
+
+        turn.closing.append(ack)
+        return queued
 
     async def _resend(self, handler: InboxHandler, delivery: Delivery, waiting: Waiting) -> bool:
         """Send the reply of a turn that ran before (not the turn again); False when it still fails."""
@@ -306,9 +329,9 @@ class InboxConsumer:
                  delivery.dedup_id, waiting.attempts)
         return True
 
-    async def _waits_behind(self, delivery: Delivery, waiting: Waiting | None) -> bool:
+    async def _waits_behind(self, delivery: Delivery, waiting: Waiting | None, first: list | None = None) -> bool:
         """The chat keeps its order: while an earlier delivery of it waits, this one waits behind it."""
-        head = await self.retries.ahead_of(delivery)
+        head = await self.retries.ahead_of(delivery, first)
         if head is None:
             return False
         await self._wait(delivery, waiting, BEHIND, (
@@ -377,20 +400,38 @@ class InboxConsumer:
                         return await self._undelivered_before(delivery, waiting, finished)
                     return None  # it had even replied; only its acknowledgement was lost
                 return TurnWork(turn, handler.sink_for(delivery))
-        async with self.inbox.order.hold(delivery.order_key, delivery.ticket, self.settings.turn_lock_ttl_s):
+        async with self.inbox.order.hold(delivery.order_key, delivery.ticket, self.settings.turn_lock_ttl_s,
+                                         lambda pipe: self.retries.ahead_of_into(pipe, delivery)) as held:
             # In the chat's order, so a delivery that failed just before this one is seen here.
-            if await self._waits_behind(delivery, waiting):
+            if await self._waits_behind(delivery, waiting, held.reads[0]):
                 return WAITS
+            stored: list[Turn] = []
+
+            def keep(pipe, turn: Turn) -> None:
+                # In the turn's opening round trip: the accepted turn and the chat's order lock's release.
+                self.inbox.save_accepted_into(pipe, delivery, turn)
+                self.inbox.order.release_into(pipe, held)
+                stored.append(turn)
+
             try:
-                work = await handler.accept(delivery)
+                with opening_writes(keep):
+                    work = await handler.accept(delivery)
             except DeliveryRejected:
                 raise
             except Exception as exc:  # recorded before the chat's next delivery is let in
                 await self._failed(delivery, waiting, exc)
                 return WAITS
             if isinstance(work, TurnWork):
-                try:
-                    await self.inbox.save_accepted(delivery, work.turn)
+                if stored and stored[0] is work.turn:  # accepted (so its opening round trip ran) with them
+                    held.released = True
+                    return work
+                try:  # a channel that made its turn some other way: the same writes, in their own round trip
+                    await held.stop_keeping()
+                    pipe = self.inbox.redis.pipeline(transaction=False)
+                    self.inbox.save_accepted_into(pipe, delivery, work.turn)
+                    self.inbox.order.release_into(pipe, held)
+                    await pipe.execute()
+                    held.released = True
                 except Exception:  # the turn does not run now: its retry accepts the message again
                     await self.runner.pipeline.abandon(work.turn)
                     raise

@@ -110,11 +110,18 @@ class Retries:
         raw = await self.redis.hget(self.records, entry_id)
         return None if raw is None else Waiting(**json.loads(raw))
 
-    async def ahead_of(self, delivery: Delivery) -> Waiting | None:
+    def ahead_of_into(self, pipe, delivery: Delivery) -> None:
+        """Queue ``ahead_of``'s first read in ``pipe`` (with the chat's order lock); pass its answer as ``first``."""
+        pipe.zrangebyscore(self._chat(delivery.order_key), "-inf", f"({delivery.ticket}", start=0, num=1)
+
+    async def ahead_of(self, delivery: Delivery, first: list[bytes] | None = None) -> Waiting | None:
         """The earliest waiting delivery of this chat that arrived before ``delivery``, if any."""
         chat = self._chat(delivery.order_key)
         while True:
-            ids = await self.redis.zrangebyscore(chat, "-inf", f"({delivery.ticket}", start=0, num=1)
+            if first is not None:
+                ids, first = first, None
+            else:
+                ids = await self.redis.zrangebyscore(chat, "-inf", f"({delivery.ticket}", start=0, num=1)
             if not ids:
                 return None
             entry = ids[0].decode()

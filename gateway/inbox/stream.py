@@ -178,6 +178,10 @@ class Inbox:
             await pipe.execute()
         return True
 
+    def done_into(self, pipe, delivery: Delivery, consumer: str) -> None:
+        """Queue ``done(delivery, consumer)`` in ``pipe`` (its turn's closing round trip)."""
+        pipe.eval(_DONE, 2, self.stream, self._accepted_key(delivery.id), GROUP, consumer, delivery.id)
+
     async def dead_letter(self, delivery: Delivery, error: str) -> None:
         """Park a delivery that cannot be processed, with the reason, where an operator can see it."""
         async with self.redis.pipeline(transaction=True) as pipe:
@@ -199,10 +203,13 @@ class Inbox:
         """The accepted turn (to resume it after a crash) and, for an operator who takes the
         conversation over later, the delivery its replies can be addressed from."""
         pipe = self.redis.pipeline(transaction=False)
+        self.save_accepted_into(pipe, delivery, turn)
+        await pipe.execute()
+
+    def save_accepted_into(self, pipe, delivery: Delivery, turn: Turn) -> None:
         pipe.set(self._accepted_key(delivery.id), turn.snapshot(), ex=ACCEPTED_TTL_S)
         pipe.set(self.store.key("conv", turn.conversation.id, "reply_via"),
                  json.dumps({"id": delivery.id, **delivery.fields()}), ex=REPLY_VIA_TTL_S)
-        await pipe.execute()
 
     async def reply_via(self, conversation_id: str) -> Delivery | None:
         """The conversation's newest delivery: where a reply to it goes (see ``InboxHandler.sink_for``)."""

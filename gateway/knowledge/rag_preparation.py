@@ -107,16 +107,26 @@ class PrepareRagContext:
         exclude_message_id: str | None = None,
         recent: list[Message] | None = None,
         choice: RetrievalChoice | None = None,
+        *,
+        meta: str | None = None,
+        closing: list[Callable[[Any], None]] | None = None,
     ) -> SearchResult:
-        """Search with the conversation around ``query`` and store the result as the ``rag`` attribute."""
+        """Search with the conversation around ``query`` and store the result as the ``rag`` attribute.
+        ``meta`` is the persona's conversation meta when already read; with ``closing`` (a turn's closing
+        round trip) the attribute is written there instead of now."""
         if recent is None:
             recent = await self.memory.get_memory(persona_id, count=RAG_HISTORY_MESSAGES + 1)
         history = _history(recent, exclude_message_id)
-        meta = await self.attributes.get(persona_id, "conversation_meta")
+        if meta is None:
+            meta = str(await self.attributes.get(persona_id, "conversation_meta") or "")
         choice = choice or await self._choice()
-        result = await self.knowledge.search(query, history, conversation_meta=str(meta or ""), k=choice.k,
+        result = await self.knowledge.search(query, history, conversation_meta=meta, k=choice.k,
                                              kbs=list(choice.kbs) or None, controls=dict(choice.controls))
-        await self.attributes.set(persona_id, "rag", format_rag(result.topics))
+        context = format_rag(result.topics)
+        if closing is None:
+            await self.attributes.set(persona_id, "rag", context)
+        else:
+            closing.append(lambda pipe: self.attributes.set_into(pipe, persona_id, "rag", context))
         return result
 
     # -- the pipeline hook ---------------------------------------------------------------------
@@ -138,7 +148,8 @@ class PrepareRagContext:
             return
         try:
             result = await self.prepare_for(
-                turn.persona.id, turn.inbound.text, turn.user_message.id, turn.recent or None, choice
+                turn.persona.id, turn.inbound.text, turn.user_message.id, turn.recent or None, choice,
+                meta=turn.conversation_meta, closing=turn.closing,
             )
         except KnowledgeBaseUnavailable as exc:
             log.warning("knowledge base unavailable; replying without RAG: %s", exc)

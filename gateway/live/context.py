@@ -98,8 +98,15 @@ class LiveContext:
         return live
 
     def subscribe(self, events: EventBus) -> None:
-        events.subscribe(TurnCompleted, self.conversation_meta.on_turn_completed)
+        if not self.conversation_meta.marks_due:  # otherwise the turn marks it due (``closing_writes``)
+            events.subscribe(TurnCompleted, self.conversation_meta.on_turn_completed)
         events.subscribe(AttributeChanged, self._on_attribute_changed)
+
+    def closing_writes(self, pipe, persona_id: str) -> None:
+        """What a finished turn writes here, queued in its closing round trip: its persona is due for a
+        conversation-meta extraction."""
+        if self.conversation_meta.marks_due:
+            self.conversation_meta.due_into(pipe, persona_id)
 
     async def _on_attribute_changed(self, event: AttributeChanged) -> None:
         await self.attribute_changed(event.name)

@@ -91,6 +91,16 @@ class ConversationMeta:
         self.delay_s = delay_s
         self.due_key = attributes.store.key("meta", "due")
 
+    @property
+    def marks_due(self) -> bool:
+        """Whether a finished turn only marks its persona due (``due_into``, in the turn's closing round
+        trip), rather than queueing an extraction at once (``on_turn_completed``)."""
+        return self.llm is not None and self.delay_s > 0
+
+    def due_into(self, pipe, persona_id: str) -> None:
+        """Queue ``on_turn_completed``'s one command in ``pipe`` (a turn's closing round trip)."""
+        pipe.zadd(self.due_key, {persona_id: self.clock.now().timestamp() + self.delay_s}, nx=True)
+
     async def on_turn_completed(self, event: TurnCompleted) -> None:
         """At most one extraction per persona per ``delay_s``: a burst of turns costs one, and it
         does not compete with the next reply for the language model. One Redis command per turn."""

@@ -104,20 +104,30 @@ class PromptBuilder:
         self.budgets = {**DEFAULT_BUDGETS, **(budgets or {})}
         self.render_budget = render_budget or RenderBudget()
 
+    def read_into(self, pipe, persona_id: str) -> int:
+        """Every hash the prompt reads and the live system template (the calendar and the injected data
+        live in the customer attributes: read once, not once each); see ``PromptAssembler``."""
+        feed_keys = self.feeds.keys(persona_id)
+        pipe.hgetall(self.persona_attributes.key(persona_id))
+        pipe.hgetall(self.customer_attributes.key)
+        for key in feed_keys:
+            pipe.hgetall(key)
+        self.templates.read_into(pipe, "system")
+        return 3 + len(feed_keys)
+
     async def sections(self, inputs: PromptInputs) -> dict[str, str]:
         """The raw content of every text section, before budgets."""
         return (await self._read(inputs))[0]
 
-    async def _read(self, inputs: PromptInputs) -> tuple[dict[str, str], dict]:
-        # One round trip for every hash the prompt reads (the calendar and the injected data live in the
-        # customer attributes: read once, not once each).
+    async def _read(self, inputs: PromptInputs) -> tuple[dict[str, str], dict, bytes | None]:
+        # One round trip (``read_into``), or none when the turn read it with its lock.
         feed_keys = self.feeds.keys(inputs.persona_id)
-        pipe = self.persona_attributes.store.redis.pipeline(transaction=False)
-        pipe.hgetall(self.persona_attributes.key(inputs.persona_id))
-        pipe.hgetall(self.customer_attributes.key)
-        for key in feed_keys:
-            pipe.hgetall(key)
-        raw_persona, raw_customer, *raw_feeds = await pipe.execute()
+        answers = inputs.read
+        if answers is None:
+            pipe = self.persona_attributes.store.redis.pipeline(transaction=False)
+            self.read_into(pipe, inputs.persona_id)
+            answers = await pipe.execute()
+        raw_persona, raw_customer, *raw_feeds, system_template = answers
         persona = self.persona_attributes.values(raw_persona)
         customer = self.customer_attributes.values(raw_customer)
         calendar = await self.calendar.current(customer)
@@ -133,10 +143,10 @@ class PromptBuilder:
             "injected_data": "\n\n".join(part for part in injected if part),
             "rag": inputs.rag.strip(),
         }
-        return raw, customer
+        return raw, customer, system_template
 
     async def build(self, inputs: PromptInputs) -> AssembledPrompt:
-        raw, customer = await self._read(inputs)
+        raw, customer, system_template = await self._read(inputs)
         sized = {name: fit(text, self.budgets[name]) for name, text in raw.items()}
         zone = ZoneInfo(customer[TIMEZONE.name])
         local = self.clock.now().astimezone(zone)
@@ -157,7 +167,8 @@ class PromptBuilder:
         why: dict[str, int | bool] = {"default_template": False}
         notes: list[str] = []
         try:
-            system = await self.templates.render("system", budget=self.render_budget, **variables)
+            system = await self.templates.render("system", budget=self.render_budget, stored=system_template,
+                                                 **variables)
         except TemplateRenderFailed as exc:
             # A live template that passed its checks can still fail on real data, or a version saved
             # before the budget existed can go over it: answer anyway, with the packaged default.

@@ -51,6 +51,8 @@ TEMPLATE_VARIABLES: dict[str, dict[str, object]] = {
 }
 
 
+_UNREAD = object()  # render: the stored version was not read with the turn's other reads
+
 class TemplateInvalid(InvalidInput):
     def __init__(self, name: str, line: int | None, problem: str) -> None:
         where = f" line {line}" if line else ""
@@ -194,11 +196,19 @@ class TemplateStore:
             self._compiled[source] = template
         return template
 
-    async def render(self, name: str, budget: RenderBudget | None = None, **variables: object) -> str:
-        """Render the live version within the budget; ``TemplateRenderFailed`` names the line that
-        failed, ``TemplateOverBudget`` the budget it went over."""
+    def read_into(self, pipe, name: str) -> None:
+        """Queue the read of ``name``'s live version in ``pipe`` (with a turn's other prompt reads); its
+        answer is ``render``'s ``stored``."""
         self._known(name)
-        raw = await self.store.redis.get(self._key(name))  # one read per render: this is on every turn
+        pipe.get(self._key(name))
+
+    async def render(self, name: str, budget: RenderBudget | None = None, *, stored: bytes | None | object = _UNREAD,
+                     **variables: object) -> str:
+        """Render the live version within the budget; ``TemplateRenderFailed`` names the line that
+        failed, ``TemplateOverBudget`` the budget it went over. ``stored`` is the live version as
+        ``read_into`` read it (otherwise it is read here: one read per render, on every turn)."""
+        self._known(name)
+        raw = await self.store.redis.get(self._key(name)) if stored is _UNREAD else stored
         source = scrub_deep(json.loads(raw))["source"] if raw is not None else default_source(name)
         try:
             return await render(self.compiled(name, source), variables, budget or self.budget)

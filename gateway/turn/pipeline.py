@@ -11,17 +11,22 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
+from datetime import datetime
+from functools import partial
 from typing import Protocol
 
 from pydantic import BaseModel
+from redis.asyncio.client import Pipeline
 
-from gateway.conversation.handoff import Handoffs
+from gateway.conversation.attributes import CONVERSATION_META
+from gateway.conversation.handoff import Handoff, Handoffs
 from gateway.conversation.memory import Memory
 from gateway.conversation.sessions import Sessions
 from gateway.conversation.store import RedisStore
-from gateway.conversation.turn_lock import TurnLock
+from gateway.conversation.turn_lock import HeldTurn, TurnLock
 from gateway.core.errors import LLMError
 from gateway.core.events import EventBus, TurnCompleted
 from gateway.core.logs import turn_context
@@ -54,7 +59,7 @@ from gateway.turn.ports import (
     ReplySink,
     TurnPlan,
 )
-from gateway.turn.reply_intent import Fence, PlannedReply, ReplyIntents, SendIntent
+from gateway.turn.reply_intent import Fence, Gate, HandedOff, PlannedReply, ReplyIntents, SendIntent
 from gateway.turn.responders import KnowledgeHit, Reply, ReplyRequest, Responder
 
 log = logging.getLogger(__name__)
@@ -96,10 +101,18 @@ class Turn:
     # The parts its entry chose (an agent API call: its version's retrieval, prompt, model, checks); None:
     # the channels' parts. A planned turn runs where it was accepted, so the plan is never saved.
     plan: TurnPlan | None = None
+    # Read with the turn lock (one round trip): the memory window compose starts from, and the persona's
+    # conversation meta (what the RAG search adds to the query). None: not read, a stage reads its own.
+    fetched: list[Message] | None = None
+    conversation_meta: str | None = None
+    prompt_read: list | None = None  # the prompt assembler's reads (``PromptAssembler.read_into``)
+    # Writes a stage leaves for the turn's closing round trip (the RAG context stored as an attribute).
+    closing: list[Callable[[Pipeline], None]] = field(default_factory=list)
 
     # What ``run`` works out again from the store when it starts; everything else is saved.
     RECOMPUTED = frozenset({"memory", "recent", "rag", "hits", "agentic", "kbs", "citations", "sources",
-                            "prompt_variables", "plan"})
+                            "prompt_variables", "plan", "fetched", "conversation_meta", "prompt_read",
+                            "closing"})
 
     def snapshot(self) -> str:
         """The accepted turn as JSON, to run it in another process (after a crash)."""
@@ -167,6 +180,29 @@ class _Stopwatch:
         self.metrics.stage_seconds.labels(stage).observe(seconds)
 
 
+# What an entry stores with an accepted turn (the web chat's resumable snapshot, the inbox's accepted
+# turn), queued in the turn's opening round trip: called once, with the turn and its ticket.
+OpeningWrites = Callable[[Pipeline, "Turn"], None]
+_OPENING: ContextVar[OpeningWrites | None] = ContextVar("opening_writes", default=None)
+
+
+@contextlib.contextmanager
+def opening_writes(writes: OpeningWrites) -> Iterator[None]:
+    """``accept`` calls inside this block (in this task) queue ``writes`` in their opening round trip:
+    for an entry that reaches ``accept`` through a channel's code (the inbox)."""
+    token = _OPENING.set(writes)
+    try:
+        yield
+    finally:
+        _OPENING.reset(token)
+
+
+def _raise_first(answers: list) -> None:
+    for answer in answers:
+        if isinstance(answer, Exception):
+            raise answer
+
+
 def _add_redis(trace: TurnTrace, tally: RedisTally) -> None:
     trace.redis_round_trips += tally.round_trips
     trace.redis_cpu_ms = round(trace.redis_cpu_ms + tally.cpu_s * 1000, 3)
@@ -204,32 +240,54 @@ class TurnPipeline:
         # handed off to a person are ever silenced for one (a live phone call is not).
         self.capabilities: dict[str, Capabilities] = {}
         self._phrases = [p.strip().lower() for p in settings.handoff_phrases.split("|") if p.strip()]
+        # What other services write when a turn ends, queued in its closing round trip (persona id given).
+        self.closing_writes: list[Callable[[Pipeline, str], None]] = []
 
     async def accept(self, inbound: InboundMessage, *, rag_mode: RagMode = "inline",
-                     delivery_id: str | None = None, plan: TurnPlan | None = None) -> Turn | None:
+                     delivery_id: str | None = None, plan: TurnPlan | None = None,
+                     opening: OpeningWrites | None = None) -> Turn | None:
         """Persist the user message and take a turn ticket; ``None`` for a duplicate delivery.
 
         ``delivery_id`` is the inbox entry the message came in: accepting it again (its first try was cut
         off by a Redis failure before the turn was recorded) is not a duplicate, and stores the user
-        message under the same id, so the transcript holds it once."""
+        message under the same id, so the transcript holds it once. ``opening`` queues what the entry
+        stores with the accepted turn (to resume it) in the turn's opening round trip (default: what
+        ``opening_writes`` set for this task)."""
+        opening = opening or _OPENING.get()
         async with self.slots.hold():
             with counting() as tally:
-                turn = await self._accept(inbound, rag_mode, delivery_id)
+                turn = await self._accept(inbound, rag_mode, delivery_id, opening)
         if turn is not None:
             turn.plan = plan
             _add_redis(turn.trace, tally)
         return turn
 
-    async def _accept(self, inbound: InboundMessage, rag_mode: RagMode, delivery_id: str | None) -> Turn | None:
+    async def _accept(self, inbound: InboundMessage, rag_mode: RagMode, delivery_id: str | None,
+                      opening: OpeningWrites | None) -> Turn | None:
+        """Two round trips: the arrival (dedup claim, persona, active conversation, its turn ticket) and
+        the opening writes (the conversation, the user message, what the entry adds with ``opening``). A
+        new conversation takes its ticket in the opening writes, so the entry's own writes follow in one
+        more; a new identity or a conversation that went idle cost a few more."""
         t0, cpu0 = time.perf_counter(), time.process_time()
-        if not await self.store.claim_once("msg", inbound.channel, inbound.external_message_id, owner=delivery_id):
+        arrival = await self.store.arrive(inbound.channel, inbound.external_message_id, inbound.identity,
+                                          inbound.thread, self.lock.ticket_key_parts(), owner=delivery_id)
+        if arrival is None:
             self.metrics.duplicates.labels(inbound.channel).inc()
             return None
-        ticket: int | None = None
+        ticket, ticket_of = arrival.ticket, arrival.ticket_of
         try:
-            persona = await self.store.resolve_persona(inbound.identity, inbound.display_name)
-            conversation, started = await self.sessions.open(persona, inbound)
-            ticket = await self.lock.take_ticket(conversation.id)
+            persona = arrival.persona
+            if persona is None:
+                persona = await self.store.resolve_persona(inbound.identity, inbound.display_name)
+                active = await self.store.active_conversation(persona.id, inbound.channel, inbound.thread)
+            else:
+                active = arrival.conversation
+            conversation, started = await self.sessions.resume(persona, inbound, active)
+            if ticket is not None and ticket_of != conversation.id:  # it went idle: its ticket is not used
+                await self.lock.pass_ticket(ticket_of, ticket)
+                ticket = ticket_of = None
+            if started:
+                await self.sessions.announce_start(persona, conversation)
             user_message = Message(
                 **_stable_id(inbound.channel, delivery_id),
                 conversation_id=conversation.id,
@@ -240,7 +298,6 @@ class TurnPipeline:
                 external_id=inbound.external_message_id,
                 created_at=inbound.received_at,
             )
-
             trace = TurnTrace(
                 conversation_id=conversation.id,
                 persona_id=persona.id,
@@ -249,17 +306,35 @@ class TurnPipeline:
                 connection=inbound.connection, agent=inbound.agent,  # conn (issue 28)
             )
             user_message.turn_id = trace.turn_id
-            await self.store.add_message(user_message)
+            turn = Turn(inbound, persona, conversation, user_message, ticket or 0, started, trace, rag_mode=rag_mode)
+            pipe = self.store.redis.pipeline(transaction=False)
+            self.sessions.save_into(pipe, conversation, started)
+            self.store.add_message_into(pipe, user_message)
+            at = len(pipe.command_stack)
+            if ticket is None:
+                self.lock.take_ticket_into(pipe, conversation.id)
+            elif opening is not None:
+                opening(pipe, turn)
+                opening = None
+            answers = await pipe.execute(raise_on_error=False)
+            if ticket is None and not isinstance(answers[at], Exception):
+                ticket = turn.ticket = int(answers[at])
+                ticket_of = conversation.id
+            _raise_first(answers)
+            if opening is not None:  # a new conversation's ticket is known only now: the entry's writes follow
+                pipe = self.store.redis.pipeline(transaction=False)
+                opening(pipe, turn)
+                await pipe.execute()
         except Exception:
             # Nothing was answered: let the vendor's retry (or the user's resend) try again, and let
             # the conversation's next turn go ahead instead of waiting for a ticket nobody will use.
-            if ticket is not None:
-                await self.lock.pass_ticket(conversation.id, ticket)
+            if ticket is not None and ticket_of is not None:
+                await self.lock.pass_ticket(ticket_of, ticket)
             await self.store.release_claim("msg", inbound.channel, inbound.external_message_id)
             raise
         trace.stages.append(StageTiming(stage="accept", ms=round((time.perf_counter() - t0) * 1000, 3),
                                         cpu_ms=round((time.process_time() - cpu0) * 1000, 3)))
-        return Turn(inbound, persona, conversation, user_message, ticket, started, trace, rag_mode=rag_mode)
+        return turn
 
     async def abandon(self, turn: Turn) -> None:
         """An accepted turn that will not run (what would resume it could not be recorded): the
@@ -278,13 +353,31 @@ class TurnPipeline:
         t0 = time.perf_counter()
         turn_context.set({"conversation_id": turn.conversation.id, "turn_id": turn.trace.turn_id})
         clock = _Stopwatch(turn.trace, self.metrics)
-        async with self.lock.hold(turn.conversation.id, turn.ticket, self.settings.turn_lock_ttl_s):
+        conversation_id = turn.conversation.id
+
+        def reads(pipe) -> None:
+            # In the round trip that takes the lock (so they see what the turn before wrote): who answers,
+            # a reply an earlier run recorded, the memory window and the conversation meta.
+            if self.handoffs is not None:
+                self.handoffs.get_into(pipe, conversation_id)
+            self.intents.earlier_into(pipe, turn.trace.turn_id)
+            self.memory.read_into(pipe, turn.persona.id, self._memory_count, self._memory_since(turn))
+            self.sessions.attributes.get_into(pipe, turn.persona.id, CONVERSATION_META.name)
+            prompt_reads[0] = self._prompts(turn).read_into(pipe, turn.persona.id)
+
+        prompt_reads = [0]
+        async with self.lock.hold(conversation_id, turn.ticket, self.settings.turn_lock_ttl_s, reads) as held:
             clock.lap("lock_wait")
-            handoff = await self._handed_off(turn)
+            cut = len(held.reads) - prompt_reads[0]
+            *state, raw_earlier, raw_memory, raw_meta = held.reads[:cut]
+            turn.prompt_read = held.reads[cut:] if prompt_reads[0] else None
+            turn.fetched = self.memory.parse(raw_memory)
+            turn.conversation_meta = str(self.sessions.attributes.parse(CONVERSATION_META.name, raw_meta) or "")
+            handoff = self._silenced(turn, Handoffs.parse(conversation_id, state[0]) if state else None)
             if handoff is not None:
-                return await self._silent(turn, t0, handoff)
+                return await self._silent(turn, t0, handoff, held)
             wants_person = self._asks_for_person(turn)
-            earlier = await self.intents.earlier(turn.trace.turn_id)
+            earlier = self.intents.parse(raw_earlier)
             if earlier is not None:  # resumed after a run that got as far as sending: that reply stands
                 wants_person = False
                 reply = Reply(text=earlier.text, responder="resumed")
@@ -310,31 +403,24 @@ class TurnPipeline:
                 reply = self._cite(turn, reply)
                 reply, wants_person = self._model_handoff(turn, reply)
             holder = turn.trace.turn_id
-            if self.handoffs is not None and not await self.handoffs.gate_for_bot(turn.conversation.id, holder):
-                # Taken over while this turn ran: the operator answers this message, not the bot.
-                turn.trace.reply = reply.text
-                return await self._silent(turn, t0, await self._handed_off(turn) or "handed off while the turn ran")
+            gate_held = self.handoffs is not None  # from the intent on, until the closing round trip lets it go
             try:
-                agent_message, delivery, sent_text = await self._send(turn, reply, sink, fence, earlier)
+                try:
+                    agent_message, delivery, sent_text = await self._send(turn, reply, sink, fence, earlier, holder)
+                except HandedOff:
+                    # Taken over while this turn ran: the operator answers this message, not the bot.
+                    gate_held = False
+                    turn.trace.reply = reply.text
+                    why = await self._handed_off(turn) or "handed off while the turn ran"
+                    return await self._silent(turn, t0, why, held)
+                clock.lap("deliver")
+                if wants_person and self.handoffs is not None:
+                    await self.handoffs.request(turn.conversation.id, turn.trace.handoff or "a person was asked for")
+                await self._finish(turn, held, reply, agent_message, delivery, t0, tally, holder)
+                gate_held = False
             finally:
-                if self.handoffs is not None:
+                if gate_held and self.handoffs is not None:
                     await self.handoffs.release_gate(turn.conversation.id, holder)
-            clock.lap("deliver")
-            if wants_person and self.handoffs is not None:
-                await self.handoffs.request(turn.conversation.id, turn.trace.handoff or "a person was asked for")
-            trace = turn.trace
-            trace.agent_message_id = agent_message.id
-            trace.reply = reply.text
-            trace.model = reply.model
-            trace.responder = reply.responder
-            trace.usage = reply.usage
-            trace.tool_calls = reply.tool_calls
-            trace.delivery_error = delivery.error
-            trace.delivery_retryable = not delivery.delivered and delivery.retryable
-            trace.total_ms = round((time.perf_counter() - t0) * 1000, 3)
-            _add_redis(trace, tally)
-            turn.conversation.last_activity_at = utcnow()
-            await self.store.finish_turn(agent_message, turn.conversation, trace, self.sessions.activity_key)
         self.metrics.turns.labels(turn.inbound.channel, reply.responder).inc()
         self.metrics.turn_seconds.labels(turn.inbound.channel).observe(time.perf_counter() - t0)
         await self.events.publish(
@@ -343,16 +429,46 @@ class TurnPipeline:
         return TurnOutcome(turn=turn, reply=reply, agent_message=agent_message, delivery=delivery,
                            sent_text=sent_text)
 
-    async def _send(self, turn: Turn, reply: Reply, sink: ReplySink, fence: Fence | None = None,
-                    earlier: PlannedReply | None = None) -> tuple[Message, DeliveryReport, str]:
-        """Record the intent, deliver the reply, then store it with how that went. A resumed turn whose
-        reply may have gone out sends again only under its key. Nothing is awaited between the intent and
-        the send: a process that dies in that window leaves a reply that a vendor without idempotency keys
-        (Telegram, Slack) never received and that is not sent again, so the window is kept to the send."""
+    async def _finish(self, turn: Turn, held: HeldTurn, reply: Reply, agent_message: Message,
+                      delivery: DeliveryReport, t0: float, tally: RedisTally, holder: str) -> None:
+        """The turn's end in one round trip: the reply, the trace, the indexes and the live feed, then
+        the handoff gate's release and the turn lock's."""
+        trace = turn.trace
+        trace.agent_message_id = agent_message.id
+        trace.reply = reply.text
+        trace.model = reply.model
+        trace.responder = reply.responder
+        trace.usage = reply.usage
+        trace.tool_calls = reply.tool_calls
+        trace.delivery_error = delivery.error
+        trace.delivery_retryable = not delivery.delivered and delivery.retryable
+        trace.total_ms = round((time.perf_counter() - t0) * 1000, 3)
+        _add_redis(trace, tally)
+        turn.conversation.last_activity_at = utcnow()
+        then = self._closing(turn)
+        if self.handoffs is not None:
+            handoffs = self.handoffs
+            then.append(lambda pipe: handoffs.release_gate_into(pipe, turn.conversation.id, holder))
+        then.append(lambda pipe: self.lock.release_into(pipe, held))
+        await held.stop_keeping()
+        await self.store.finish_turn(agent_message, turn.conversation, trace, self.sessions.activity_key, then)
+        held.released = True
+
+    async def _send(self, turn: Turn, reply: Reply, sink: ReplySink, fence: Fence | None,
+                    earlier: PlannedReply | None, holder: str) -> tuple[Message, DeliveryReport, str]:
+        """Take the handoff gate and record the intent (one round trip; ``HandedOff`` when an operator
+        has the conversation), then deliver the reply. A resumed turn whose reply may have gone out sends
+        again only under its key. Nothing is awaited between the intent and the send: a process that dies
+        in that window leaves a reply that a vendor without idempotency keys (Telegram, Slack) never
+        received and that is not sent again, so the window is kept to the send."""
         capabilities = self.capabilities.get(turn.inbound.channel)
         style = capabilities.citations if capabilities is not None else "structured"
         planned = earlier or PlannedReply(new_id(), deliverable(reply.text, turn.sources, style, turn.citations))
-        intent, planned = await self.intents.begin(turn.trace.turn_id, planned, fence)
+        gate = None
+        if self.handoffs is not None:
+            state_key, gate_key = self.handoffs.gate_keys(turn.conversation.id)
+            gate = Gate(state_key, gate_key, holder, self.handoffs.gate_ttl_ms)
+        intent, planned = await self.intents.begin(turn.trace.turn_id, planned, fence, gate)
         agent_message = Message(
                 id=planned.message_id,
                 conversation_id=turn.conversation.id,
@@ -371,8 +487,7 @@ class TurnPipeline:
             delivery = DeliveryReport(delivered=True)
         agent_message.delivery = DeliveryStatus.DELIVERED if delivery.delivered else DeliveryStatus.FAILED
         agent_message.delivery_error = delivery.error
-        await self.store.add_message(agent_message)
-        return agent_message, delivery, planned.text
+        return agent_message, delivery, planned.text  # stored in the turn's closing round trip
 
     def _cite(self, turn: Turn, reply: Reply) -> Reply:
         cited = cite(turn.citations, turn.sources, reply.text)
@@ -386,8 +501,11 @@ class TurnPipeline:
         """Why the bot must not answer this conversation now, or None."""
         if self.handoffs is None or not self._can_hand_off(turn):
             return None
-        handoff = await self.handoffs.get(turn.conversation.id)
-        if handoff is None:
+        return self._silenced(turn, await self.handoffs.get(turn.conversation.id))
+
+    def _silenced(self, turn: Turn, handoff: Handoff | None) -> str | None:
+        """Why the bot must not answer, given the conversation's handoff state (None: it answers)."""
+        if handoff is None or not self._can_hand_off(turn):
             return None
         if handoff.status == "human":
             return f"handed off to {handoff.operator}: the operator answers, not the bot"
@@ -412,14 +530,22 @@ class TurnPipeline:
         turn.trace.handoff = "the model asked for a person"
         return Reply(text=text, model=reply.model, usage=reply.usage, responder=reply.responder), True
 
-    async def _silent(self, turn: Turn, t0: float, why: str) -> TurnOutcome:
-        """Nothing is sent: the user's message is stored and shows live in the console."""
+    def _closing(self, turn: Turn) -> list[Callable[[Pipeline], None]]:
+        persona_id = turn.persona.id
+        return [*turn.closing, *(partial(write, persona_id=persona_id) for write in self.closing_writes)]
+
+    async def _silent(self, turn: Turn, t0: float, why: str, held: HeldTurn) -> TurnOutcome:
+        """Nothing is sent: the user's message is stored and shows live in the console. One round trip:
+        the trace, the conversation's activity, the writes stages left, the turn lock's release."""
         trace = turn.trace
         trace.suppressed = why
         trace.responder = "handoff"
         trace.total_ms = round((time.perf_counter() - t0) * 1000, 3)
         turn.conversation.last_activity_at = utcnow()
-        await self.store.finish_silent_turn(turn.conversation, trace, self.sessions.activity_key)
+        await held.stop_keeping()
+        await self.store.finish_silent_turn(turn.conversation, trace, self.sessions.activity_key,
+                                            [*self._closing(turn), lambda pipe: self.lock.release_into(pipe, held)])
+        held.released = True
         self.metrics.turns.labels(turn.inbound.channel, "handoff").inc()
         await self.events.publish(TurnCompleted(turn.persona.id, turn.conversation.id, trace.turn_id))
         return TurnOutcome(turn=turn, reply=Reply(text="", responder="handoff"), agent_message=None,
@@ -435,8 +561,8 @@ class TurnPipeline:
         # One read serves the prompt and the RAG search (which wants a longer history).
         async with self.slots.hold():
             recent = await self.memory.get_memory(
-                turn.persona, count=max(self.settings.memory_count, RECENT_FOR_CONTEXT),
-                max_chars=self.settings.memory_max_chars, since=plan.memory_since if plan is not None else None,
+                turn.persona, count=self._memory_count, max_chars=self.settings.memory_max_chars,
+                since=self._memory_since(turn), fetched=turn.fetched,
             )
         turn.recent = self._memory_for(turn, recent)
         turn.memory = turn.recent[-self.settings.memory_count:]
@@ -449,18 +575,30 @@ class TurnPipeline:
         if clock is not None:
             clock.lap("context")
         async with self.slots.hold():
-            assembled = await (plan.prompts if plan is not None else self.prompts).build(
+            assembled = await self._prompts(turn).build(
                 PromptInputs(
                     persona_id=turn.persona.id,
                     channel=turn.inbound.channel,
                     memory=turn.memory,
                     rag=turn.rag,
                     variables=turn.prompt_variables,  # conn (issue 28)
+                    read=turn.prompt_read,
                 )
             )
         if turn.citations is not None and turn.citations.numbered and turn.sources:
             assembled.messages = with_instruction(assembled.messages)
         return assembled
+
+    def _prompts(self, turn: Turn) -> PromptAssembler:
+        return turn.plan.prompts if turn.plan is not None else self.prompts
+
+    @property
+    def _memory_count(self) -> int:
+        return max(self.settings.memory_count, RECENT_FOR_CONTEXT)
+
+    @staticmethod
+    def _memory_since(turn: Turn) -> datetime | None:
+        return turn.plan.memory_since if turn.plan is not None else None
 
     async def preview(self, persona: Persona, text: str, channel: str = "preview"):
         """The prompt a turn would send for ``text`` now (the same path as ``run``); nothing is stored."""

@@ -97,9 +97,15 @@ class PromptInputs:
     memory: list[Message]
     rag: str = ""
     variables: dict[str, object] = field(default_factory=dict)
+    read: list | None = None  # the answers to the assembler's ``read_into``, when read with the turn lock
 
 
 class PromptAssembler(Protocol):
+    def read_into(self, pipe: Any, persona_id: str) -> int:
+        """Queue the reads ``build`` needs in ``pipe`` (the round trip that takes the turn lock); returns
+        how many commands it queued (0: it reads nothing). ``build`` gets their answers as ``inputs.read``."""
+        ...
+
     async def build(self, inputs: PromptInputs) -> AssembledPrompt: ...
 
 

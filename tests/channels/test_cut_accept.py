@@ -25,15 +25,18 @@ from tests.redis_servers import embedded_redis, redis_url  # noqa: F401 - fixtur
 
 
 class CutOnceInbox(Inbox):
-    """The inbox of a consumer whose connection drops once, as it records its first accepted turn."""
+    """The inbox of a consumer whose first accepted turn is recorded in a round trip that fails after
+    Redis applied it (the user message is stored; the client sees an error, as when the connection drops
+    before the answer): the accepted turn is recorded in the turn's opening round trip, so the failure is
+    a command of that round trip that Redis refuses."""
 
     cut = 0
 
-    async def save_accepted(self, delivery: Delivery, turn: Turn) -> None:
+    def save_accepted_into(self, pipe, delivery: Delivery, turn: Turn) -> None:
+        super().save_accepted_into(pipe, delivery, turn)
         if not self.cut:
             self.cut += 1
-            raise ConnectionError("Connection closed by server.")
-        await super().save_accepted(delivery, turn)
+            pipe.execute_command("SWITCHBOARD-TEST-CUT")  # answered "unknown command": the round trip fails
 
 
 @pytest.fixture

@@ -15,7 +15,11 @@ from tests.redis_servers import embedded_redis, redis_url  # noqa: F401 - fixtur
 
 
 class AckLosingInbox(Inbox):
-    """The inbox as seen by a consumer whose connection drops right after its turn finished."""
+    """The inbox as seen by a consumer whose acknowledgement never reaches Redis after its turn finished
+    (the ack goes in the turn's closing round trip, or on its own when that is not possible)."""
+
+    def done_into(self, pipe, delivery: Delivery, consumer: str) -> None:
+        pass  # lost on the way
 
     async def done(self, delivery: Delivery, consumer: str | None = None) -> bool:
         raise ConnectionError("connection reset by peer")

@@ -150,6 +150,7 @@ async def test_every_hash_the_prompt_shows_is_read_in_one_round_trip(services, c
     for shown in ("Offer the sea-view upgrade", "intent: book a room", "<ConvoAgentCalendar>",
                   "Rooms free tonight: 3", "Sunny, 18C", "gold member"):
         assert shown in system
-    # The persona's and the project's attributes and both feed hashes in one pipeline, the template in one
-    # read: before, the project's attributes were read three times and each hash on its own.
-    assert tally.round_trips == 2
+    # The persona's and the project's attributes, both feed hashes and the live template in one pipeline
+    # (a turn puts it in the round trip that takes its lock): before, the project's attributes were read
+    # three times, each hash on its own, and the template after them.
+    assert tally.round_trips == 1

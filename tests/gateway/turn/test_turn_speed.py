@@ -34,8 +34,10 @@ def test_a_turn_trace_has_each_stage_cpu_and_its_redis_round_trips(gateway):
     assert {"accept", "memory", "context", "prompt", "llm", "deliver"} <= set(stages)
     assert all(s.cpu_ms is not None and s.cpu_ms >= 0 for s in trace.stages)
     assert sum(s.cpu_ms for s in trace.stages) > 0
-    # Counted by the connections themselves: accept, memory, prompt, the reply... (about 25 for a web chat turn)
-    assert 10 <= trace.redis_round_trips <= 40 and trace.redis_cpu_ms > 0
+    # Counted by the connections themselves, up to the closing round trip (not counted: it stores the trace):
+    # arrival, opening writes, lock and reads, intent: four in an open conversation, a few more for a
+    # conversation's first message, as here (docs/architecture/turn.md).
+    assert 4 <= trace.redis_round_trips <= 10 and trace.redis_cpu_ms > 0
 
 
 def test_turns_beyond_the_cpu_slots_wait_for_one_and_all_answer(settings, fake_openai):
