@@ -189,17 +189,19 @@ class WebChatAdapter:
     async def answer(self, session: WebSession, body: ChatMessageIn, sink) -> dict:
         """Accept and answer one message; a resent ``client_message_id`` resumes its turn if it was cut."""
         inbound = self.inbound(session, body)
-        turn = await self.context.pipeline.accept(inbound)
         key = inbound.external_message_id
+        # The accepted turn is kept (to answer it if this process dies) in the turn's opening round trip.
+        turn = await self.context.pipeline.accept(
+            inbound, opening=lambda pipe, accepted: self.turns.save_into(pipe, key, accepted))
         if turn is None:
             return await self._resent(key, sink)
-        await self.turns.save(key, turn)
-        answered = await self._run(key, turn, sink)
-        await self.sessions.touch(session)
-        return answered
+        # The persona's keys (some new with this message) start their idle time again in the turn's last
+        # round trip, after its writes.
+        turn.closing.append(lambda pipe: self.sessions.touch_into(pipe, session))
+        return await self._run(key, turn, sink)
 
     async def _run(self, key: str, turn: Turn, sink) -> dict:
-        async with self.turns.leased(key):
+        async with self.turns.leased(key, turn):
             outcome = await self.context.pipeline.run(turn, sink)
         return _outcome_json(outcome)
 
@@ -215,17 +217,23 @@ class WebChatAdapter:
             raise Conflict("this message is still being answered; its reply will appear in the transcript")
         raise Conflict("this message id was already received and answered; its reply is in the transcript")
 
-    async def authenticate(self, session_id: str, token: str | None) -> WebSession:
-        """The session a token opens; a missing or wrong token is refused and counted like a bad signature."""
+    async def authenticate(self, session_id: str, token: str | None, address: str | None = None) -> WebSession:
+        """The session a token opens; a missing or wrong token is refused and counted like a bad signature.
+        With ``address``, one more message from it in the session, counted in the same round trip
+        (``limit_message``)."""
+        also = None
+        if address is not None:
+            def also(pipe, who: str):
+                return self.limits.queue_webchat_message(pipe, address, who)
         try:
-            return await self.sessions.authenticate(session_id, token)
+            return await self.sessions.authenticate(session_id, token, also)
         except Unauthorized:
             self.context.metrics.rejected.labels(CHANNEL, "token").inc()
             raise
 
     async def limit_message(self, session: WebSession, address: str) -> None:
         """One more message from ``address`` in ``session``, or 429 past either limit."""
-        await self.limits.take_webchat_message(address, session.id)
+        await self.limits.take_webchat_message(address, session.limit_key)
 
     async def post_message(self, session: WebSession, body: ChatMessageIn) -> dict:
         return await self.answer(session, body, _CollectingSink())
@@ -245,7 +253,7 @@ class WebChatAdapter:
                 self.context.turns.spawn(self._resume(key, turn), what=f"resumed web-chat turn {key}")
 
     async def _resume(self, key: str, turn: Turn) -> None:
-        async with self.turns.leased(key):
+        async with self.turns.leased(key, turn):
             if await self.context.turns.run_turn(turn, _CollectingSink()) is None:
                 raise RuntimeError(f"resumed web-chat turn {turn.trace.turn_id} failed again")
 
@@ -330,8 +338,7 @@ class WebChatAdapter:
         )
         async def post_message(session_id: str, request: Request) -> dict:
             # The token is checked before the body is read: a stranger's request costs no parsing.
-            session = await adapter.authenticate(session_id, bearer_token(request))
-            await adapter.limit_message(session, client_address(request))
+            session = await adapter.authenticate(session_id, bearer_token(request), client_address(request))
             return await adapter.post_message(session, _message_body(await request.body()))
 
         @router.get("/api/chat/sessions/{session_id}/messages")

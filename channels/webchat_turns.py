@@ -69,9 +69,13 @@ class WebTurns:
     async def save(self, message_key: str, turn: Turn) -> None:
         """Record an accepted turn, leased to this process."""
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.set(self._snapshot_key(message_key), turn.snapshot(), ex=SNAPSHOT_TTL_S)
-            pipe.zadd(self.leases, {message_key: _now_ms() + self.lease_ms})
+            self.save_into(pipe, message_key, turn)
             await pipe.execute()
+
+    def save_into(self, pipe, message_key: str, turn: Turn) -> None:
+        """Queue ``save`` in ``pipe`` (the turn's opening round trip: ``TurnPipeline.accept``'s ``opening``)."""
+        pipe.set(self._snapshot_key(message_key), turn.snapshot(), ex=SNAPSHOT_TTL_S)
+        pipe.zadd(self.leases, {message_key: _now_ms() + self.lease_ms})
 
     async def state(self, message_key: str) -> TurnState:
         pipe = self.redis.pipeline(transaction=False)
@@ -112,17 +116,23 @@ class WebTurns:
 
     async def finish(self, message_key: str) -> None:
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.delete(self._snapshot_key(message_key), self._attempts_key(message_key))
-            pipe.zrem(self.leases, message_key)
+            self.finish_into(pipe, message_key)
             await pipe.execute()
+
+    def finish_into(self, pipe, message_key: str) -> None:
+        """Queue ``finish`` in ``pipe`` (the turn's closing round trip: see ``leased``)."""
+        pipe.delete(self._snapshot_key(message_key), self._attempts_key(message_key))
+        pipe.zrem(self.leases, message_key)
 
     async def release(self, message_key: str) -> None:
         """This process cannot finish the turn now (it failed): the sweep may try it again."""
         await self.redis.zadd(self.leases, {message_key: 0})
 
     @asynccontextmanager
-    async def leased(self, message_key: str) -> AsyncIterator[None]:
-        """Keep the turn's lease while the block runs; finished when the block completes, released if it fails."""
+    async def leased(self, message_key: str, turn: Turn) -> AsyncIterator[None]:
+        """Keep the turn's lease while the block runs the turn; released if it fails. Finished in the
+        turn's own closing round trip (a turn that ran to the end, answered or held, has run it)."""
+        turn.closing.append(lambda pipe: self.finish_into(pipe, message_key))
         keeper = asyncio.create_task(self._renew(message_key), name=f"web turn lease {message_key}")
         try:
             yield
@@ -133,7 +143,6 @@ class WebTurns:
             raise
         else:
             keeper.cancel()
-            await self.finish(message_key)
 
     async def _renew(self, message_key: str) -> None:
         while True:

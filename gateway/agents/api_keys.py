@@ -47,6 +47,14 @@ class ApiKey(BaseModel):
     created_at: str = Field(default_factory=lambda: utcnow().isoformat())
 
 
+# A key's record by its digest, in one round trip. KEYS: by_digest, records. ARGV: digest.
+_BY_DIGEST = """
+local id = redis.call('HGET', KEYS[1], ARGV[1])
+if not id then return false end
+return redis.call('HGET', KEYS[2], id)
+"""
+
+
 def refusal(agent: str) -> str:
     return f"this API key may not call agent {agent!r}"
 
@@ -70,6 +78,12 @@ class ApiKeys:
         self.redis = store.redis
         self.default_rate = default_rate_limit_per_min
         self.rate = rate
+        self._by_digest = self.redis.register_script(_BY_DIGEST)
+
+    @property
+    def by_digest_key(self) -> str:
+        """The hash from a key's digest to its id."""
+        return self._key("by_digest")
 
     def _key(self, *parts: str) -> str:
         return self.store.key("apikeys", *parts)
@@ -109,8 +123,7 @@ class ApiKeys:
         """The key's record, or None for a missing, unknown or revoked key."""
         if not key or not key.startswith(PREFIX):
             return None
-        key_id = await self.redis.hget(self._key("by_digest"), digest(key))
-        raw = await self.redis.hget(self.store.key("apikeys"), key_id.decode()) if key_id else None
+        raw = await self._by_digest(keys=[self._key("by_digest"), self.store.key("apikeys")], args=[digest(key)])
         return ApiKey.model_validate_json(raw) if raw else None
 
     async def identify(self, key: str | None) -> ApiKey:

@@ -160,10 +160,13 @@ class AgentStore:
         raws = await self.redis.mget([self._key("agentversion", v) for v in ids]) if ids else []
         return [AgentVersion.model_validate_json(r) for r in raws if r]
 
-    async def resolve(self, agent_id: str, version_id: str = LATEST) -> AgentVersion:
-        """``latest`` or a version id of this agent."""
+    async def resolve(self, agent_id: str, version_id: str = LATEST,
+                      definition: AgentDefinition | None = None) -> AgentVersion:
+        """``latest`` or a version id of this agent (``definition``: the agent as just read, not read again)."""
         if version_id == LATEST:
-            version_id = (await self.get(agent_id)).latest_version_id
+            if definition is None or definition.id != agent_id:
+                definition = await self.get(agent_id)
+            version_id = definition.latest_version_id
         raw = await self.redis.get(self._key("agentversion", version_id))
         version = AgentVersion.model_validate_json(raw) if raw else None
         if version is None or version.agent_id != agent_id:

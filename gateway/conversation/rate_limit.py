@@ -15,6 +15,7 @@ A limit of 0 is off.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from gateway.conversation.store import RedisStore
@@ -75,17 +76,29 @@ class RateLimit:
     async def take_each(*takes: tuple[RateLimit, str]) -> None:
         """``take`` for several (limit, caller) pairs in one round trip; every pair is counted, and the
         first one past its limit is the refusal."""
-        active = [(limit, who) for limit, who in takes if limit.rule.limit > 0]
-        if not active:
+        if not any(limit.rule.limit > 0 for limit, _ in takes):
             return
-        async with active[0][0].store.redis.pipeline(transaction=True) as pipe:
-            for limit, who in active:
-                limit._queue_count(pipe, who)
+        async with takes[0][0].store.redis.pipeline(transaction=True) as pipe:
+            check = RateLimit.queue_each(pipe, *takes)
             answers = await pipe.execute()
-        for i, (limit, _) in enumerate(active):
-            used, ttl_ms = int(answers[3 * i + 1]), int(answers[3 * i + 2])
-            if used > limit.rule.limit:
-                raise limit.refuse(limit.rule.limit, ttl_ms)
+        check(answers)
+
+    @staticmethod
+    def queue_each(pipe, *takes: tuple[RateLimit, str]) -> Callable[[list], None]:  # noqa: ANN001 - a pipeline
+        """Queue ``take_each``'s counts in ``pipe`` (a MULTI with someone else's commands); returns the check
+        to run on the pipeline's answers, which raises the first refusal."""
+        start = len(pipe.command_stack)
+        active = [(limit, who) for limit, who in takes if limit.rule.limit > 0]
+        for limit, who in active:
+            limit._queue_count(pipe, who)
+
+        def check(answers: list) -> None:
+            for i, (limit, _) in enumerate(active):
+                used, ttl_ms = int(answers[start + 3 * i + 1]), int(answers[start + 3 * i + 2])
+                if used > limit.rule.limit:
+                    raise limit.refuse(limit.rule.limit, ttl_ms)
+
+        return check
 
     async def check(self, who: str) -> None:
         """Refuse ``who`` while its failures have reached the limit; counts nothing."""
@@ -122,6 +135,12 @@ class RateLimits:
     async def take_webchat_message(self, address: str, session_id: str) -> None:
         """One web-chat message against its address's and its session's limits, in one round trip."""
         await RateLimit.take_each((self.webchat_address_messages, address), (self.webchat_session_messages, session_id))
+
+    def queue_webchat_message(self, pipe, address: str, session_id: str) -> Callable[[list], None]:  # noqa: ANN001
+        """``take_webchat_message`` queued in ``pipe`` (the web chat's session read); the check to run on
+        its answers."""
+        return RateLimit.queue_each(pipe, (self.webchat_address_messages, address),
+                                    (self.webchat_session_messages, session_id))
 
     @classmethod
     def build(cls, store: RedisStore, settings: Settings, metrics: Metrics) -> RateLimits:

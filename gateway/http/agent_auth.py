@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from fastapi import Request
 
 from gateway.agents.api_keys import ApiKey, refusal
-from gateway.agents.definitions import AgentDefinition
-from gateway.core.errors import Forbidden, NotFound
+from gateway.agents.definitions import AgentDefinition, AgentVersion
+from gateway.agents.store import LATEST
+from gateway.core.errors import Forbidden, NotFound, Unauthorized
 from gateway.http.auth import bearer_token, services_of
 
 __all__ = ["Caller", "authorize_caller"]
@@ -26,16 +27,27 @@ __all__ = ["Caller", "authorize_caller"]
 class Caller:
     key: ApiKey
     agent: AgentDefinition
+    version: AgentVersion | None = None  # the version asked for as stored, if read with the caller (check it)
 
 
-async def authorize_caller(request: Request, agent_ref: str) -> Caller:
-    """The caller's key and the agent (``agent_ref``: its id or name) if the key may call it now."""
+async def authorize_caller(request: Request, agent_ref: str, version_id: str = LATEST) -> Caller:
+    """The caller's key and the agent (``agent_ref``: its id or name) if the key may call it now, with the
+    version ``version_id`` names: one round trip (``CallerReader``), answered in the order above."""
     services = services_of(request)
-    record = await services.api_keys.identify(bearer_token(request))
-    try:
-        agent = await services.agents.find(agent_ref)
-    except NotFound:
+    token = bearer_token(request)
+    if not token:
+        raise Unauthorized("an API key is required: Authorization: Bearer sbk_...")
+    read = await services.callers.read(token, agent_ref, version_id)
+    record = read.key
+    if record is None:
+        raise Unauthorized("unknown or revoked API key")
+    if read.agent is None:
         if agent_ref in record.agents:  # the key's own agent was deleted: say so
-            raise
-        raise Forbidden(refusal(agent_ref)) from None
-    return Caller(key=await services.api_keys.admit(record, agent.id, shown_as=agent_ref), agent=agent)
+            raise NotFound(f"no agent {agent_ref!r} (by id or name); GET /v1/agents lists them")
+        raise Forbidden(refusal(agent_ref))
+    if read.agent.id not in record.agents:
+        raise Forbidden(refusal(agent_ref))
+    limit = record.rate_limit_per_min
+    if read.used is not None and 0 < limit < read.used:
+        raise services.api_keys.rate.refuse(limit, read.ttl_ms)
+    return Caller(key=record, agent=read.agent, version=read.version)

@@ -133,10 +133,12 @@ async def prepared(request: Request, agent_ref: str, version_id: str) -> tuple[S
     The session is the caller's within its key (``scope.api_session``) and the overrides only narrow
     (``invocation.configured``): whatever runs the turn gets these, never the raw header or body."""
     services = services_of(request)
-    caller = await authorize_caller(request, agent_ref)
+    caller = await authorize_caller(request, agent_ref, version_id)
     session = api_session(caller.agent.id, caller.key.id, session_of(request))
     call = Invocation.parse(await read_json(request))
-    version = await services.agents.resolve(caller.agent.id, version_id)
+    version = caller.version
+    if version is None or version.agent_id != caller.agent.id:  # resolve says why (404)
+        version = await services.agents.resolve(caller.agent.id, version_id, caller.agent)
     return services, version, configured(version.definition.config, call), call.messages, session
 
 

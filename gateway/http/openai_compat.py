@@ -170,7 +170,7 @@ async def chat_completions(request: Request):
     body = ChatRequest.parse(await read_json(request))
     agent = await _callable(services, record, body.model)
     await services.api_keys.admit(record, agent.id)
-    version = await services.agents.resolve(agent.id, body.model.partition("@")[2] or "latest")
+    version = await services.agents.resolve(agent.id, body.model.partition("@")[2] or "latest", agent)
     session = api_session(agent.id, record.id, session_of(request))
     if session is None and body.user:
         session = api_session(agent.id, record.id, body.user, kind="user")

@@ -84,6 +84,22 @@ def test_messages_are_limited_per_session_and_per_address_across_replicas(replic
     assert len(fake_openai.chat_requests()) == 2
 
 
+def test_a_wrong_token_never_spends_the_visitors_own_allowance(settings, fake_openai):
+    # The session and its limits are read in one round trip; the per-session count is kept per token tried.
+    configured = settings.model_copy(update={**LIMITS, "webchat_messages_per_address": 100})
+    with LiveServer(create_app(configured)) as server:
+        visitor = _session(server)
+        sid, _ = visitor
+        stranger = (sid, {"Authorization": "Bearer not-the-token"})
+        for text in ("x", "y", "z"):  # past the session's limit of 2, with a wrong token
+            refused = _say(server, stranger, text)
+            assert refused.status_code == 401 and refused.json()["message"] == "wrong session token"
+        answers = [_say(server, visitor, text) for text in ("one", "two", "three")]
+        assert [a.status_code for a in answers] == [200, 200, 429]  # the visitor's own 2 are intact
+        assert answers[1].json()["reply"]["text"] == "echo: two"
+        assert len(fake_openai.chat_requests()) == 2
+
+
 def test_the_socket_answers_a_frame_past_the_limit_with_an_error_and_stays_open(replicas, fake_openai):
     one, two = replicas
     body = httpx.post(f"{one.url}/api/chat/sessions").json()
