@@ -157,7 +157,9 @@ def run_gateway(mode: str, redis_url: str, llm_url: str, duration: float) -> dic
                 pass
         time.sleep(1.0)
         result = asyncio.run(measure(base, True, duration))
+        cpu0 = process_cpu_ms(proc.pid)
         result["split"] = cpu_split(base, redis_url, agent)
+        result["process_cpu_ms"] = (process_cpu_ms(proc.pid) - cpu0) / SERIAL_TURNS
         with urllib.request.urlopen(urllib.request.Request(f"{base}/api/kb/cache", headers=admin), timeout=30) as r:
             result["cache"] = json.loads(r.read())
         return result
@@ -170,7 +172,27 @@ def run_gateway(mode: str, redis_url: str, llm_url: str, duration: float) -> dic
         clean(redis_url, agent)
 
 
-SERIAL_TURNS = 40
+SERIAL_TURNS = 100
+
+
+def process_cpu_ms(pid: int) -> float:
+    """The process's own CPU time so far (user + system), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+def floor_serial_cpu(base: str, pid: int) -> float:
+    """The floor's CPU ms per turn over SERIAL_TURNS turns sent one at a time (as ``cpu_split`` sends the
+    gateway's), from its process's own CPU time."""
+    conversation = uuid.uuid4().hex
+    cpu0 = process_cpu_ms(pid)
+    for i in range(SERIAL_TURNS):
+        body = json.dumps({"text": QUESTIONS[(i * 13) % len(QUESTIONS)]}).encode()
+        request = urllib.request.Request(f"{base}/turn/{conversation}", data=body, method="POST",
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as r:
+            r.read()
+    return (process_cpu_ms(pid) - cpu0) / SERIAL_TURNS
 
 
 def cpu_split(base: str, redis_url: str, agent: str) -> dict[str, float]:
@@ -247,6 +269,7 @@ def main() -> int:
         ))
         wait_port(floor_port)
         results["floor"] = asyncio.run(measure(f"http://127.0.0.1:{floor_port}", False, args.duration))
+        results["floor"]["process_cpu_ms"] = floor_serial_cpu(f"http://127.0.0.1:{floor_port}", procs[1].pid)
         for mode in modes:
             results[mode] = run_gateway(mode, redis_url, llm_url, args.duration)
     finally:
@@ -266,13 +289,21 @@ def main() -> int:
         ratio = m["tput"] / floor["tput"] if floor["tput"] else float("nan")
         print(f"{name:13} {m['p50']:13.1f} {m['p99']:13.1f} {m['tput']:12.1f} {ratio:6.2f} "
               f"{m['lat_errors'] + m['tput_errors']:7d}")
+    floor_cpu = floor["process_cpu_ms"]
+    print(f"CPU per serial turn, the process's own CPU time over {SERIAL_TURNS} turns sent one at a time: "
+          f"floor {floor_cpu:.2f} ms")
+    for mode in modes:
+        own = results[mode]["process_cpu_ms"]
+        print(f"  {mode}: {own:.2f} ms = {own / floor_cpu:.2f}x the floor")
     for mode in modes:
         print_split(mode, results[mode]["split"])
     for mode in modes:
         cache = results[mode].get("cache", {})
         if cache.get("enabled"):
             print(f"{mode}: semantic cache {cache['hit']} hits / {cache['miss']} misses during the run")
-    print("targets: retrieval ratio >= 0.6 and p99 <= 25 ms at 20/s; no-retrieval ratio >= 0.7")
+    print("targets (issue 27): CPU per serial turn <= 1.5x the floor (no-retrieval), <= 4x (retrieval); "
+          "retrieval throughput ratio >= 0.55 and p99 <= 30 ms at 20/s; Redis round trips: "
+          "tests/channels/test_turn_round_trips.py")
     return 0
 
 

@@ -1,11 +1,10 @@
 """How many Redis round trips one turn may cost, per entry: counted on the wire by
-``tests/budgets/test_turn_round_trips.py`` (everything the turn causes, including work after the reply
-and the inbox reader's wake-ups). A change that adds a round trip fails that test: fold it into an
-existing pipeline or Lua call, or raise the number here on purpose and say why in the commit.
-
-Issue 27's targets are web chat <= 6, inbox <= 8, invoke <= 6; these are what the turn costs today.
+``tests/channels/test_turn_round_trips.py`` (everything the turn causes, including work after the reply
+and, for an inbox turn, the webhook's push and the reader's wake-up). A change that adds a round trip
+fails that test: fold it into an existing pipeline or Lua call, or raise the number here on purpose and
+say why in the commit. What each trip reads and writes: docs/architecture/turn.md.
 """
 
-WEB_CHAT_TURN = 28
-INBOX_TURN = 30
-INVOKE = 25  # one path (issue 27): an invoke now takes the handoff gate, turn lock and trace like any turn
+WEB_CHAT_TURN = 6  # issue 27's target; was 28: session + limits, the turn's five (arrival … closing)
+INBOX_TURN = 8  # issue 27's target; was 30: the webhook's push, the reader, the chat's order lock, the turn's five
+INVOKE = 6  # issue 27's target; was 15 on the second path: the caller (key, agent, version, limit), the turn's five
