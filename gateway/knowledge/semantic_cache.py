@@ -99,6 +99,16 @@ class CacheLookup:
     found: CachedResult | None
 
 
+# An entry and its place in the index in one round trip. KEYS: seq, entry, index. ARGV: blob, ttl s, entry id.
+# Answers how many entries the index holds.
+_STORE = """
+local seq = redis.call('INCR', KEYS[1])
+redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[2])
+redis.call('ZADD', KEYS[3], seq, ARGV[3])
+return redis.call('ZCARD', KEYS[3])
+"""
+
+
 class SemanticCache:
     def __init__(self, redis: Redis, prefix: str, *, ttl_s: int, max_entries: int,
                  max_entry_bytes: int = 256 * 1024) -> None:
@@ -108,6 +118,7 @@ class SemanticCache:
         self.max_entries = max_entries
         self.max_entry_bytes = max_entry_bytes
         self._mirror = _Mirror()
+        self._store = redis.register_script(_STORE)
 
     def _entry_key(self, entry_id: str) -> str:
         return f"{self.prefix}:e:{entry_id}"
@@ -194,12 +205,8 @@ class SemanticCache:
             log.warning("semantic cache: an entry of %d bytes (%d hits) is over the %d-byte cap, not stored",
                         len(blob), len(result.hits), self.max_entry_bytes)
             return False
-        seq = await self.redis.incr(f"{self.prefix}:seq")
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.set(self._entry_key(entry_id), blob, ex=self.ttl_s)
-            pipe.zadd(f"{self.prefix}:index", {entry_id: seq})
-            pipe.zcard(f"{self.prefix}:index")
-            *_, entries = await pipe.execute()
+        entries = int(await self._store(keys=[f"{self.prefix}:seq", self._entry_key(entry_id), f"{self.prefix}:index"],
+                                        args=[blob, self.ttl_s, entry_id]))
         extra = entries - self.max_entries
         if extra > 0:  # the oldest go
             gone = await self.redis.zpopmin(f"{self.prefix}:index", extra)
