@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import platform
 import sys
 import threading
 from collections.abc import Sequence
@@ -111,6 +112,11 @@ def _extensions():
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # The openai SDK names the platform in its first request's headers, and ``platform.platform()``
+    # spawns ``uname -p`` for it (once a process, then cached). Spawned from a thread of a process
+    # whose other threads are busy (a worker still importing its channels), that spawn stalled for
+    # tens of seconds and held the first turn: make it here, while the process has one thread.
+    platform.platform()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
