@@ -66,14 +66,9 @@ class WebTurns:
     def _attempts_key(self, message_key: str) -> str:
         return self.store.key("webchat", "attempts", message_key)
 
-    async def save(self, message_key: str, turn: Turn) -> None:
-        """Record an accepted turn, leased to this process."""
-        async with self.redis.pipeline(transaction=True) as pipe:
-            self.save_into(pipe, message_key, turn)
-            await pipe.execute()
-
     def save_into(self, pipe, message_key: str, turn: Turn) -> None:
-        """Queue ``save`` in ``pipe`` (the turn's opening round trip: ``TurnPipeline.accept``'s ``opening``)."""
+        """Record an accepted turn, leased to this process: queued in the turn's opening round trip
+        (``TurnPipeline.accept``'s ``opening``)."""
         pipe.set(self._snapshot_key(message_key), turn.snapshot(), ex=SNAPSHOT_TTL_S)
         pipe.zadd(self.leases, {message_key: _now_ms() + self.lease_ms})
 
@@ -114,13 +109,8 @@ class WebTurns:
             return None
         return Turn.restore(raw)
 
-    async def finish(self, message_key: str) -> None:
-        async with self.redis.pipeline(transaction=True) as pipe:
-            self.finish_into(pipe, message_key)
-            await pipe.execute()
-
     def finish_into(self, pipe, message_key: str) -> None:
-        """Queue ``finish`` in ``pipe`` (the turn's closing round trip: see ``leased``)."""
+        """The turn is done: its record goes, in the turn's closing round trip (see ``leased``)."""
         pipe.delete(self._snapshot_key(message_key), self._attempts_key(message_key))
         pipe.zrem(self.leases, message_key)
 

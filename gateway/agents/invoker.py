@@ -168,21 +168,22 @@ class AgentInvoker:
         """Store the caller's earlier messages just before the question, in order: the conversation starts
         with the first of them."""
         first = turn.user_message.created_at - timedelta(milliseconds=len(earlier))
+        pipe = self.store.redis.pipeline(transaction=False)  # one round trip, however many there are
         for i, m in enumerate(earlier):
-            await self.store.add_message(Message(
+            self.store.add_message_into(pipe, Message(
                 conversation_id=turn.conversation.id, persona_id=turn.persona.id, role=ROLES[m["role"]],
                 channel=CHANNEL, text=m["content"], created_at=first + timedelta(milliseconds=i),
                 delivery=DeliveryStatus.DELIVERED))
         if first < turn.conversation.started_at:
             turn.conversation.started_at = first
-            await self.store.save_conversation(turn.conversation)
+            self.store.save_conversation_into(pipe, turn.conversation)
+        await pipe.execute()
 
     async def _result(self, outcome: TurnOutcome, plan: AgentPlan, config: AgentConfig) -> InvokeResult:
         turn = outcome.turn
         trace = turn.trace
-        recent = turn.recent
-        if outcome.suppressed:  # held for an operator: no context was read, so read what they said
-            recent = await self.store.persona_messages(turn.persona.id, newest=50, since=plan.memory_since)
+        # Held for an operator, the turn composed nothing: what they said is in the window read with its lock.
+        recent = (turn.fetched or []) if outcome.suppressed else turn.recent
         cited = {s.n: s.cited for s in turn.sources}
         refs = [r.model_copy(update={"cited": cited.get(r.n, False)}) for r in plan.refs]
         return InvokeResult(

@@ -21,12 +21,6 @@ from gateway.core.errors import Conflict
 
 HandoffStatus = Literal["waiting", "human"]
 
-# KEYS: state, index, gate. ARGV: holder, ttl ms. 1 = the bot may deliver (gate held), 0 = handed off.
-_TAKE_GATE = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2])
-return 1
-"""
 # KEYS: gate. ARGV: holder.
 _RELEASE_GATE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
@@ -68,7 +62,6 @@ class Handoffs:
         self.store = store
         self.redis = store.redis
         self.gate_ttl_ms = int(gate_ttl_s * 1000)
-        self._take_gate = self.redis.register_script(_TAKE_GATE)
         self._release_gate = self.redis.register_script(_RELEASE_GATE)
         self._hand_back = self.redis.register_script(_HAND_BACK)
         self._take_over = self.redis.register_script(_TAKE_OVER)
@@ -157,15 +150,9 @@ class Handoffs:
         return [raw.decode() for raw in await self.redis.zrangebyscore(self._index, "-inf", cutoff)]
 
     def gate_keys(self, conversation_id: str) -> tuple[str, str]:
-        """The state and gate keys, for a script that takes the gate with other work (a reply's intent)."""
+        """The state and gate keys: a bot reply takes the gate with its intent, in one script, only while the
+        state says nobody has the conversation (``gateway.turn.reply_intent``)."""
         return self._state_key(conversation_id), self._gate_key(conversation_id)
-
-    async def gate_for_bot(self, conversation_id: str, holder: str) -> bool:
-        """True (and the gate held) when the bot may deliver now; False while handed off."""
-        return bool(await self._take_gate(
-            keys=[self._state_key(conversation_id), self._index, self._gate_key(conversation_id)],
-            args=[holder, self.gate_ttl_ms],
-        ))
 
     async def release_gate(self, conversation_id: str, holder: str) -> None:
         await self._release_gate(keys=[self._gate_key(conversation_id)], args=[holder])

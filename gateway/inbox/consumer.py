@@ -428,8 +428,7 @@ class InboxConsumer:
                 try:  # a channel that made its turn some other way: the same writes, in their own round trip
                     await held.stop_keeping()
                     pipe = self.inbox.redis.pipeline(transaction=False)
-                    self.inbox.save_accepted_into(pipe, delivery, work.turn)
-                    self.inbox.order.release_into(pipe, held)
+                    keep(pipe, work.turn)
                     await pipe.execute()
                     held.released = True
                 except Exception:  # the turn does not run now: its retry accepts the message again
