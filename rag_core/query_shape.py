@@ -37,14 +37,21 @@ class QueryShape:
         return weighted
 
     def dense_texts(self, request: SearchRequest) -> list[str]:
-        """The last message, then (when there is one) the recent history as one text."""
-        history = " ".join(text for _, text in self._recent(request))
-        return [request.query, history] if history and self.dense_history_weight else [request.query]
+        """The last message, then (when weighted) each recent history message on its own: a history
+        message was the last message of an earlier turn, so a query vector cache already holds it and
+        a turn embeds only its new message."""
+        if not self.dense_history_weight:
+            return [request.query]
+        return [request.query, *(text for _, text in self._recent(request))]
 
     def dense_vector(self, vectors: Sequence[Sequence[float]]) -> list[float]:
-        """Combine the vectors of ``dense_texts`` into one unit-length query vector."""
+        """Combine the vectors of ``dense_texts`` into one unit-length query vector: the last message's,
+        plus ``dense_history_weight`` times the history's direction (its messages' vectors summed and
+        normalised; with one history message, exactly that message's vector)."""
         query = list(vectors[0])
         if len(vectors) > 1:
-            query = [q + self.dense_history_weight * h for q, h in zip(query, vectors[1], strict=True)]
+            history = [sum(column) for column in zip(*vectors[1:], strict=True)]
+            scale = self.dense_history_weight / (math.sqrt(sum(x * x for x in history)) or 1.0)
+            query = [q + scale * h for q, h in zip(query, history, strict=True)]
         norm = math.sqrt(sum(x * x for x in query)) or 1.0
         return [x / norm for x in query]

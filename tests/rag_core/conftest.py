@@ -30,6 +30,7 @@ class CountingEncoder:
     def __init__(self, inner: DenseEncoder) -> None:
         self._inner = inner
         self.document_texts: list[str] = []
+        self.query_texts: list[str] = []
 
     @property
     def signature(self) -> str:
@@ -43,6 +44,7 @@ class CountingEncoder:
         return await self._inner.embed_documents(texts)
 
     async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        self.query_texts.extend(texts)
         return await self._inner.embed_queries(texts)
 
 

@@ -9,10 +9,12 @@ from collections.abc import Sequence
 
 import pytest
 
-from rag_core.encoders import FastEmbedEncoder, SplitEncoder
+from rag_core.encoders import FastEmbedEncoder, QueryVectorCache, SplitEncoder
 from rag_core.quantize import int8_copy
 from rag_core.query_batching import BatchingQueries
-from tests.rag_core.conftest import MODEL_PATH
+from rag_core.query_shape import QueryShape
+from rag_core.retrieval import ChatTurn, SearchRequest
+from tests.rag_core.conftest import MODEL_PATH, CountingEncoder
 
 
 class SlowCounting:
@@ -115,3 +117,25 @@ async def test_the_int8_copy_is_made_once_smaller_and_close_to_fp32(int8_folder,
     assert split.signature == minilm.signature  # stored vectors stay fp32's
     assert await split.embed_documents(texts[:1]) == await minilm.embed_documents(texts[:1])
     assert await split.embed_queries(texts[:1]) == await int8.embed_queries(texts[:1])
+
+
+async def test_a_turn_embeds_only_its_new_message_and_one_history_message_weighs_half(minilm):
+    counting = CountingEncoder(minilm)
+    encoder, shape = QueryVectorCache(counting), QueryShape()
+    said = ["I live in Wales and rent a flat.", "I am a student.", "Can I get housing benefit?"]
+    history: list[ChatTurn] = []
+    vectors = []
+    for text in said:  # each turn's request carries the earlier user messages (and the replies)
+        request = SearchRequest(query=text, history=history)
+        vectors.append(shape.dense_vector(await encoder.embed_queries(shape.dense_texts(request))))
+        history = [*history, ChatTurn(role="user", text=text), ChatTurn(role="agent", text="(a reply)")]
+    assert counting.query_texts == said  # the history came from the cache, the replies were not embedded
+    # One history message: the last message plus half of that message's vector, as one unit vector.
+    first, second = await minilm.embed_queries(said[:2])
+    expected = [q + 0.5 * h for q, h in zip(second, first, strict=True)]
+    assert _cosine(vectors[1], expected) > 0.99999 and abs(math.hypot(*vectors[1]) - 1) < 1e-9
+    # Two: the history's direction is its messages' vectors summed; it still weighs half the last one's.
+    a, b, c = await minilm.embed_queries(said)
+    history_sum = [x + y for x, y in zip(a, b, strict=True)]
+    scale = 0.5 / math.hypot(*history_sum)
+    assert _cosine(vectors[2], [q + scale * h for q, h in zip(c, history_sum, strict=True)]) > 0.99999
