@@ -41,6 +41,7 @@ from gateway.conversation.sessions import Sessions
 from gateway.conversation.signin_guard import SignInGuard
 from gateway.conversation.store import RedisStore
 from gateway.conversation.turn_lock import TurnLock
+from gateway.core.blas import limit_blas_threads
 from gateway.core.client_address import ClientAddresses
 from gateway.core.clock import Clock
 from gateway.core.errors import GatewayError
@@ -394,6 +395,7 @@ class Services:
     async def start(self) -> None:
         """Open what the services hold: the embedded Redis (when no URL is set), the knowledge base
         (the local-mode Qdrant lock, the embedding model), Redis connections, workers, timers."""
+        limit_blas_threads()
         if self.embedded_redis is not None:
             await asyncio.to_thread(self.embedded_redis.start)
         if self.knowledge is not None:
