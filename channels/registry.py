@@ -60,11 +60,17 @@ def _mount(app: FastAPI, router: APIRouter) -> None:
 
     A webhook's ack budget is a few milliseconds: matched first and called without FastAPI's
     per-request machinery (dependencies, body models, response serialisation), it skips most of the
-    router's work. The app's exception handlers still translate its errors."""
+    router's work. The app's exception handlers still translate its errors. The rest of the adapter's
+    routes (the web chat's messages, the voice relay's socket) come right after the plain routes: every
+    request walks the app's routes in order, and the ~30 admin and console routers before them cost a
+    web-chat message about 0.6 ms of CPU to walk."""
     webhooks = [route for route in router.routes if type(route) is Route]
     app.router.routes[:0] = webhooks
     router.routes = [route for route in router.routes if type(route) is not Route]
     app.include_router(router, responses=PUBLIC)
+    included = app.router.routes.pop()
+    first = next((i for i, route in enumerate(app.router.routes) if type(route) is not Route), len(app.router.routes))
+    app.router.routes.insert(first, included)
 
 
 def _describe_webhooks(app: FastAPI, name: str) -> None:
