@@ -10,9 +10,11 @@ import tracemalloc
 
 import httpx
 import pytest
+from jinja2 import Template
 
 from gateway.core.settings import Settings
-from gateway.live.template_render import RenderBudget
+from gateway.live.template_render import MAX_IDLE_THREADS, RenderBudget, _Render
+from gateway.live.template_sandbox import OverBudget
 from gateway.live.template_store import TEMPLATE_VARIABLES, TemplateInvalid, TemplateOverBudget, default_source
 from tests.inspect import read_trace
 
@@ -116,16 +118,30 @@ async def test_a_stopped_render_stops_using_the_cpu_and_the_next_render_proceeds
         await services.live.templates.render("system", budget=budget, **TEMPLATE_VARIABLES["system"])
     assert stopped.value.limit == "time" and "budget of 0.3 s" in stopped.value.message
     assert time.monotonic() - started < 1.5
-    for thread in _render_threads():  # it may still be returning from setting its result
-        thread.join(0.5)
-    assert _render_threads() == []  # the thread ended: it is not spinning on in the background
+    threads = _render_threads()
     cpu, wall = time.process_time(), time.monotonic()
     await asyncio.sleep(0.5)
-    assert time.process_time() - cpu < 0.2 * (time.monotonic() - wall)
+    assert time.process_time() - cpu < 0.2 * (time.monotonic() - wall)  # nothing spins on in the background
+    assert len(threads) <= MAX_IDLE_THREADS  # its thread waits for the next render
     await services.live.templates.put("system", GOOD)
     assert await services.live.templates.render("system", budget=budget, **TEMPLATE_VARIABLES["system"]) == (
         "Live version Switchboard\n<||rag_placeholder||>"
     )
+
+
+async def test_renders_reuse_their_threads_and_a_stop_before_a_thread_took_the_render_still_holds(services):
+    await services.live.templates.put("system", GOOD)
+    for _ in range(20):
+        await services.live.templates.render("system", **TEMPLATE_VARIABLES["system"])
+    before = {t.ident for t in _render_threads()}
+    for _ in range(20):
+        await services.live.templates.render("system", **TEMPLATE_VARIABLES["system"])
+    assert 1 <= len(before) <= MAX_IDLE_THREADS and {t.ident for t in _render_threads()} == before
+    job = _Render(Template(LOOP_1E8), {}, RenderBudget(timeout_s=0.3))
+    job.stop()  # the caller gave up before any thread ran it
+    job.run()
+    error = job.result.exception(timeout=1)
+    assert isinstance(error, OverBudget) and error.limit == "time"
 
 
 def test_a_stored_over_budget_template_still_answers_and_health_checks_stay_fast(live_gateway):
