@@ -30,6 +30,8 @@ RELAY_PATH = "/channels/twilio/relay"
 SIGNATURE_HEADER = "x-twilio-signature"
 _MARKUP = re.compile(r"\[\d+\]|[*_`#>]+|\[([^\]]*)\]\([^)]*\)")
 _HANDOFF_DATA = json.dumps({"reason": "the caller asked for a person", "reasonCode": "live-agent-handoff"})
+MAX_WORD_CHARS = 64  # a "word" longer than this (no space in sight) is spoken as it stands
+MAX_TURNS_IN_FLIGHT = 3  # a call's replies still running (cut or not); a prompt past them is refused
 
 
 def relay_url(public_url: str) -> str:
@@ -46,7 +48,8 @@ def speakable(text: str) -> str:
 
 
 class _Words:
-    """Deltas in, whole words out: a token ends at whitespace, so speech never breaks inside a word."""
+    """Deltas in, whole words out: a token ends at whitespace, so speech never breaks inside a word. What
+    waits for its word's end is bounded: past ``MAX_WORD_CHARS`` without a space it goes out as it is."""
 
     def __init__(self) -> None:
         self.pending = ""
@@ -55,7 +58,9 @@ class _Words:
         self.pending += delta
         cut = max(self.pending.rfind(" "), self.pending.rfind("\n"))
         if cut < 0:
-            return ""
+            if len(self.pending) <= MAX_WORD_CHARS:
+                return ""
+            cut = len(self.pending) - 1
         ready, self.pending = self.pending[: cut + 1], self.pending[cut + 1:]
         return speakable(ready)
 
@@ -171,6 +176,11 @@ class TwilioRelayAdapter:
             text = str(message.get("voicePrompt") or "").strip()
             if not text or call.sid is None:
                 log.warning("relay prompt ignored: %s", "no setup yet" if call.sid is None else "empty")
+                return
+            if len(call.tasks) >= MAX_TURNS_IN_FLIGHT:  # prompts faster than replies can even stop
+                self.context.metrics.rejected.labels(CHANNEL, "busy").inc()
+                log.warning("relay prompt refused on call %s: %d replies of this call are still running",
+                            call.sid, len(call.tasks))
                 return
             if call.sink is not None and call.task is not None and not call.task.done():
                 call.sink.cut(None)  # a new prompt while the last reply still speaks: that reply stops here

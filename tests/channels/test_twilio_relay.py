@@ -16,11 +16,14 @@ from websockets.sync.client import connect
 from channels.twilio_relay import relay_url
 from gateway.core.models import Role
 from tests.channels import vendors
-from tests.fakes import twilio_api
+from tests.channels.relay_client import CALL_SID
+from tests.channels.relay_client import prompt as _prompt
+from tests.channels.relay_client import setup as _setup
+from tests.channels.relay_client import socket as _socket
+from tests.channels.relay_client import tokens as _tokens
 
 ADMIN = {"Authorization": "Bearer admin-secret"}
 HANDOFF_NUMBER = "+15550001111"
-CALL_SID = "CA" + "1" * 32
 TOUR = {"source": "guided-tours", "title": "Guided tours", "facts": ["coastal tour Saturdays 10:30, 40 euros"],
         "summary": "Our guided coastal tour leaves every Saturday at 10:30 and costs 40 euros."}
 REPLY = ("Yes! Our **guided coastal tour** leaves every Saturday at 10:30 [1]. It takes about three hours, "
@@ -31,36 +34,6 @@ REPLY = ("Yes! Our **guided coastal tour** leaves every Saturday at 10:30 [1]. I
 def channel_overrides() -> dict:
     # hybrid retrieval: no selection call takes the scripted replies (the fake model answers in order)
     return {"twilio_voice_mode": "relay", "twilio_handoff_number": HANDOFF_NUMBER, "retrieval_strategy": "hybrid"}
-
-
-def _socket(live, signed: bool = True):
-    url = relay_url(vendors.PUBLIC_URL)
-    headers = {"X-Twilio-Signature": RequestValidator(twilio_api.AUTH_TOKEN).compute_signature(url, {})}
-    local = f"ws://{urlparse(live.url).netloc}{urlparse(url).path}"
-    return connect(local, additional_headers=headers if signed else {}, open_timeout=10)
-
-
-def _setup(ws) -> None:
-    ws.send(json.dumps({"type": "setup", "sessionId": "VX1", "callSid": CALL_SID, "from": vendors.CALLER,
-                        "to": twilio_api.FROM_NUMBER, "direction": "inbound", "customParameters": {}}))
-
-
-def _prompt(ws, text: str) -> None:
-    ws.send(json.dumps({"type": "prompt", "voicePrompt": text, "lang": "en-US", "last": True}))
-
-
-def _tokens(ws, until_last: bool = True, timeout: float = 15) -> list[tuple[float, dict]]:
-    got = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            message = json.loads(ws.recv(timeout=max(0.01, deadline - time.monotonic())))
-        except TimeoutError:
-            break
-        got.append((time.monotonic(), message))
-        if message.get("type") == "end" or (until_last and message.get("last")):
-            break
-    return got
 
 
 def test_the_voice_webhook_connects_the_call_to_the_relay(client):

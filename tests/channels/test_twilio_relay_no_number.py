@@ -8,7 +8,11 @@ import json
 import pytest
 
 from tests.channels import vendors
-from tests.channels.test_twilio_relay import CALL_SID, _prompt, _setup, _socket, _tokens
+from tests.channels.relay_client import CALL_SID
+from tests.channels.relay_client import prompt as _prompt
+from tests.channels.relay_client import setup as _setup
+from tests.channels.relay_client import socket as _socket
+from tests.channels.relay_client import tokens as _tokens
 
 
 @pytest.fixture
