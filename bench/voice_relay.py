@@ -91,50 +91,70 @@ async def _round(base: str, public: str, calls: int, offset: int) -> dict[str, l
     return {"first": [f - FIRST_DELTA_S for f, _ in relay], "last": [t for _, t in relay], "gather": list(gather)}
 
 
+def _gateway(env: dict[str, str], port: int, data: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "gateway", "serve", "--demo", "--port", str(port)],
+                            env=env, cwd=data, stdout=subprocess.DEVNULL)
+
+
+def _measure(public: str, server: subprocess.Popen, rag_mode: str) -> dict[int, dict[str, list[float]]]:
+    """Both rounds (1 and 20 calls) against one gateway; prints a line per round."""
+    process = psutil.Process(server.pid)
+    asyncio.run(_round(public, public, 1, 0))  # warm: first turn of each path
+    results = {}
+    for calls, offset in ((1, 100), (20, 200)):
+        cpu0 = sum(process.cpu_times()[:2])
+        result = results[calls] = asyncio.run(_round(public, public, calls, offset))
+        cpu_ms = (sum(process.cpu_times()[:2]) - cpu0) * 1000 / (2 * calls)
+        first, last, gather = result["first"], result["last"], result["gather"]
+        sooner = statistics.median(gather) - statistics.median(first) - FIRST_DELTA_S
+        print(f"{rag_mode:>6} {calls:>2} call(s): relay first token after the model's first delta p50 "
+              f"{statistics.median(first) * 1000:.0f} ms p99 {_p(first, 0.99) * 1000:.0f} ms; "
+              f"relay last token p50 {statistics.median(last) * 1000:.0f} ms; gather answer p50 "
+              f"{statistics.median(gather) * 1000:.0f} ms p99 {_p(gather, 0.99) * 1000:.0f} ms; "
+              f"first speech sooner by {sooner * 1000:.0f} ms; gateway CPU {cpu_ms:.1f} ms per turn")
+    return results
+
+
 def main() -> None:
     answer = ("Yes, we do. Our guided coastal tour starts every Saturday at 10:30 from the shop, takes about "
               "three hours on easy flat paths, and costs 40 euros with the bike and the guide included. Groups "
               "are limited to ten riders, so please book ahead on our website or in the shop. Helmets are free.")
     fake = FakeOpenAI(default_delay_s=FIRST_DELTA_S, chunk_delay_s=CHUNK_S, chunk_chars=CHUNK_CHARS,
                       default_reply=answer, paced_whole=True)
-    port = free_port()
-    public = f"http://127.0.0.1:{port}"
-    with LiveServer(fake.app()) as llm, tempfile.TemporaryDirectory() as data:
-        env = {**os.environ, "SWITCHBOARD_DATA_DIR": data, "SWITCHBOARD_PUBLIC_URL": public,
-               "SWITCHBOARD_LLM_BASE_URL": llm.url + "/v1", "SWITCHBOARD_LLM_API_KEY": "sk-bench",
-               "SWITCHBOARD_TWILIO_ACCOUNT_SID": SID, "SWITCHBOARD_TWILIO_AUTH_TOKEN": TOKEN,
-               "SWITCHBOARD_TWILIO_FROM_NUMBER": "+15550000000", "SWITCHBOARD_TWILIO_VOICE_MODE": "relay",
-               "SWITCHBOARD_RETRIEVAL_STRATEGY": "hybrid", "SWITCHBOARD_LOG_LEVEL": "WARNING",
-               "SWITCHBOARD_WEBCHAT_MESSAGES_PER_ADDRESS": "0", "SWITCHBOARD_ENV_FILE": ""}
-        if MODEL.is_dir():
-            env["SWITCHBOARD_EMBEDDING_MODEL_PATH"] = str(MODEL)
-        else:
-            env["SWITCHBOARD_EMBEDDINGS"] = "none"
-        server = subprocess.Popen([sys.executable, "-m", "gateway", "serve", "--demo", "--port", str(port)],
-                                  env=env, cwd=data, stdout=subprocess.DEVNULL)
-        try:
-            wait_http(public + "/healthz")
-            time.sleep(3)  # the demo knowledge base loads on start
-            process = psutil.Process(server.pid)
-            asyncio.run(_round(public, public, 1, 0))  # warm: first turn of each path
-            model_s = FIRST_DELTA_S + len(answer) / CHUNK_CHARS * CHUNK_S
-            print(f"voice relay vs gather: model first delta {FIRST_DELTA_S * 1000:.0f} ms, then {CHUNK_CHARS} "
-                  f"chars every {CHUNK_S * 1000:.0f} ms ({len(answer)} chars, ~{model_s:.1f} s); embeddings "
-                  f"{'on' if MODEL.is_dir() else 'off'}, retrieval hybrid, demo knowledge base")
-            for calls, offset in ((1, 100), (20, 200)):
-                cpu0 = sum(process.cpu_times()[:2])
-                result = asyncio.run(_round(public, public, calls, offset))
-                cpu_ms = (sum(process.cpu_times()[:2]) - cpu0) * 1000 / (2 * calls)
-                first, last, gather = result["first"], result["last"], result["gather"]
-                sooner = statistics.median(gather) - statistics.median(first) - FIRST_DELTA_S
-                print(f"{calls:>2} call(s): relay first token after the model's first delta p50 "
-                      f"{statistics.median(first) * 1000:.0f} ms p99 {_p(first, 0.99) * 1000:.0f} ms; "
-                      f"relay last token p50 {statistics.median(last) * 1000:.0f} ms; gather answer p50 "
-                      f"{statistics.median(gather) * 1000:.0f} ms p99 {_p(gather, 0.99) * 1000:.0f} ms; "
-                      f"first speech sooner by {sooner * 1000:.0f} ms; gateway CPU {cpu_ms:.1f} ms per turn")
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
+    model_s = FIRST_DELTA_S + len(answer) / CHUNK_CHARS * CHUNK_S
+    print(f"voice relay vs gather: model first delta {FIRST_DELTA_S * 1000:.0f} ms, then {CHUNK_CHARS} "
+          f"chars every {CHUNK_S * 1000:.0f} ms ({len(answer)} chars, ~{model_s:.1f} s); embeddings "
+          f"{'on' if MODEL.is_dir() else 'off'}, retrieval hybrid, demo knowledge base; the relay's knowledge "
+          "context inline (the default) and then queued (SWITCHBOARD_TWILIO_RELAY_RAG_MODE); gather is queued")
+    firsts: dict[str, list[float]] = {}
+    with LiveServer(fake.app()) as llm:
+        for rag_mode in ("inline", "queued"):
+            port = free_port()
+            public = f"http://127.0.0.1:{port}"
+            with tempfile.TemporaryDirectory() as data:
+                env = {**os.environ, "SWITCHBOARD_DATA_DIR": data, "SWITCHBOARD_PUBLIC_URL": public,
+                       "SWITCHBOARD_LLM_BASE_URL": llm.url + "/v1", "SWITCHBOARD_LLM_API_KEY": "sk-bench",
+                       "SWITCHBOARD_TWILIO_ACCOUNT_SID": SID, "SWITCHBOARD_TWILIO_AUTH_TOKEN": TOKEN,
+                       "SWITCHBOARD_TWILIO_FROM_NUMBER": "+15550000000", "SWITCHBOARD_TWILIO_VOICE_MODE": "relay",
+                       "SWITCHBOARD_TWILIO_RELAY_RAG_MODE": rag_mode,
+                       "SWITCHBOARD_RETRIEVAL_STRATEGY": "hybrid", "SWITCHBOARD_LOG_LEVEL": "WARNING",
+                       "SWITCHBOARD_WEBCHAT_MESSAGES_PER_ADDRESS": "0", "SWITCHBOARD_ENV_FILE": ""}
+                if MODEL.is_dir():
+                    env["SWITCHBOARD_EMBEDDING_MODEL_PATH"] = str(MODEL)
+                else:
+                    env["SWITCHBOARD_EMBEDDINGS"] = "none"
+                server = _gateway(env, port, data)
+                try:
+                    wait_http(public + "/healthz")
+                    time.sleep(3)  # the demo knowledge base loads on start
+                    results = _measure(public, server, rag_mode)
+                    firsts[rag_mode] = [f for r in results.values() for f in r["first"]]
+                finally:
+                    server.terminate()
+                    server.wait(timeout=30)
+    inline, queued = (statistics.median(firsts[m]) * 1000 for m in ("inline", "queued"))
+    print(f"relay first token, all calls: inline p50 {inline:.0f} ms, queued p50 {queued:.0f} ms "
+          f"({'inline' if inline <= queued else 'queued'} is faster by {abs(queued - inline):.0f} ms)")
 
 
 if __name__ == "__main__":

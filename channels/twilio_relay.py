@@ -1,7 +1,7 @@
 """Phone calls over Twilio ConversationRelay: Twilio turns speech into text and text into speech on its
 side and talks to us over one WebSocket per call (``/channels/twilio/relay``).
 
-Each final ``prompt`` runs one turn of the shared pipeline (inline knowledge context, the handoff gate,
+Each final ``prompt`` runs one turn of the shared pipeline (knowledge context inline by default, the handoff gate,
 traces, memory). The model's deltas go back as ``text`` tokens in whole words, markdown and citation
 markers stripped, so the caller hears the first words while the model still writes. An ``interrupt``
 (the caller barged in) cancels the model's stream at once and stores only what the caller heard. A
@@ -127,7 +127,8 @@ class TwilioRelayAdapter:
         self.settings = context.settings
         handoff = bool(self.settings.twilio_handoff_number)
         self.capabilities = Capabilities(max_length=4000, markup="plain", voice=True, streaming=True,
-                                         rag_mode="inline", handoff=handoff, citations="drop")
+                                         rag_mode=self.settings.twilio_relay_rag_mode, handoff=handoff,
+                                         citations="drop")
         self._phrases = [p.strip().lower() for p in self.settings.handoff_phrases.split("|") if p.strip()]
 
     async def start(self) -> None:
@@ -207,7 +208,7 @@ class TwilioRelayAdapter:
             inbound = InboundMessage(channel=CHANNEL, external_user_id=call.caller,
                                      external_message_id=f"{call.sid}:{uuid.uuid4().hex}",
                                      identity=f"phone:{call.caller}", text=text, thread=call.sid or "")
-            turn = await self.context.pipeline.accept(inbound, rag_mode="inline")
+            turn = await self.context.pipeline.accept(inbound, rag_mode=self.capabilities.rag_mode)
             if turn is None:
                 return
             outcome = await self.context.pipeline.run(turn, sink)

@@ -564,6 +564,10 @@ class Settings(BaseSettings):
         "How phone calls talk: `relay` (Twilio ConversationRelay: Twilio does speech on its side and the reply "
         "is spoken while the model still writes, the caller can interrupt) or `gather` (one <Gather> per turn, "
         "the whole reply read at once)."))
+    twilio_relay_rag_mode: Literal["inline", "queued"] = Field("inline", description=(
+        "How a relay call's turn gets its knowledge context: `inline` (searched in the turn, as the web chat "
+        "does) or `queued` (a `prepare_rag_context` RQ job, waited for up to SWITCHBOARD_RAG_VOICE_WAIT_MS, as "
+        "the gather path does). Inline measured faster (`bench/voice_relay.py`)."))
     twilio_relay_voice: str | None = Field(None, description=(
         "The ConversationRelay text-to-speech voice (e.g. `en-US-Journey-O`); unset: Twilio's default for the "
         "language."))
