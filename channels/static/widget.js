@@ -223,7 +223,7 @@
       showError(message || "Something went wrong. Please try again.");
       input.value = input.value || text;
     };
-    return openSocket().then(function (ws) {
+    return (session ? Promise.resolve() : newSession()).then(openSocket).then(function (ws) {
       if (ws) {
         pending = { bubble: typing, done: finish, fail: fail };
         ws.send(JSON.stringify({ text: text, client_message_id: clientId }));
@@ -255,7 +255,11 @@
   close.addEventListener("click", function () { toggle(false); });
 
   // The socket stays open so a person's replies (during a handoff) arrive without a reload.
-  var ready = restore().then(function () { return openSocket(); }).catch(function (err) { showError("Chat is unavailable: " + err.message); });
+  // Send waits (disabled) until the session is known: a message sent before it would have nowhere to go.
+  setBusy(true);
+  var ready = restore().then(function () { return openSocket(); })
+    .catch(function (err) { showError("Chat is unavailable: " + err.message); })
+    .then(function (ws) { setBusy(false); return ws; });
   window.Switchboard = { ready: ready, open: function () { toggle(true); } };
 
   function mount() { (opts.page ? document.getElementById("switchboard-chat") || document.body : document.body).appendChild(root); }

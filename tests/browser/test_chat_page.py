@@ -39,6 +39,23 @@ def test_chat_page_streams_the_reply(page, gateway, fake_openai):
     assert fake_openai.chat_requests()[0]["body"]["stream"] is True
 
 
+def test_a_message_sent_while_the_session_is_still_being_made_waits_for_it(page, gateway, fake_openai):
+    def slow_session(route):
+        if route.request.method == "POST":
+            page.wait_for_timeout(800)  # the gateway is slow to open the visitor's session
+        route.continue_()
+
+    page.route("**/api/chat/sessions", slow_session)
+    page.goto(f"{gateway.url}/chat")
+    send = page.get_by_role("button", name="Send")
+    expect(send).to_be_disabled()  # nowhere to send it yet
+    page.get_by_label("Your message").fill("Are you open today?")
+    send.click()  # waits until the session is there
+    expect(page.locator("[data-role=agent]").last).to_have_text("echo: Are you open today?")
+    expect(page.get_by_role("alert")).to_have_count(0)  # no error shown
+    assert [m["content"] for m in fake_openai.chat_requests()[-1]["body"]["messages"][1:]] == ["Are you open today?"]
+
+
 def test_chat_page_shows_errors_and_keeps_the_text(page, gateway):
     page.goto(f"{gateway.url}/chat")
     page.wait_for_selector("[data-role=agent]")
