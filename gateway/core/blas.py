@@ -4,7 +4,8 @@ The gateway's matrix work is small: a query vector against the semantic cache's 
 collection of a few thousand vectors. OpenBLAS starts one thread per core at import and, after each call,
 keeps its extra threads busy-waiting for the next one: on a 2-core machine that spin cost 2-19 ms of CPU a
 turn (`bench/turn_overhead.py`), more than the rest of the turn's own work. One thread does these products
-as fast and spins nothing. (The embedding model runs on onnxruntime's own threads, set apart.)"""
+for the same CPU (a 1,500 x 384 product takes 0.07 ms instead of 0.03 ms of wall time) and spins nothing.
+(The embedding model runs on onnxruntime's own threads, set apart.)"""
 
 from __future__ import annotations
 
