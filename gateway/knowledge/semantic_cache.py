@@ -18,7 +18,7 @@ Layout (prefix ``sb:<agent>:semcache``): ``e:<id>`` the entry (JSON, with a TTL)
 ids by insertion number (``seq``); ``epoch`` changes on clear; ``writes`` a hash of write counts per
 knowledge base; ``stats`` a hash of hit / miss / stale
 counts. Each process mirrors the vectors in memory and reads only the ids added since its last look, so a
-lookup costs one round trip for new ids, one matrix product and, on a hit, one GET.
+lookup costs one round trip for new ids, one matrix product over its scope's entries and, on a hit, one GET.
 """
 
 from __future__ import annotations
@@ -49,7 +49,8 @@ def topic_digest(topic: Topic) -> str:
 @dataclass
 class _Mirror:
     """The vectors of the entries this process knows, in rows ``[0, size)`` of a buffer that grows by
-    doubling (appending never copies the whole matrix per entry)."""
+    doubling (appending never copies the whole matrix per entry), each row's scope as a number beside it:
+    a lookup compares its vector with its own scope's rows only, however many other scopes the cache holds."""
 
     epoch: str | None = None
     seq: float = 0.0
@@ -57,22 +58,35 @@ class _Mirror:
     scopes: list[str] = field(default_factory=list)
     created: list[float] = field(default_factory=list)
     buffer: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
+    scope_codes: dict[str, int] = field(default_factory=dict)
+    codes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     @property
     def matrix(self) -> np.ndarray:
         return self.buffer[: len(self.ids)]
 
+    def rows_of(self, scope: str) -> np.ndarray:
+        """The row numbers of ``scope``'s entries."""
+        code = self.scope_codes.get(scope)
+        if code is None:
+            return np.zeros(0, dtype=np.int64)
+        return np.flatnonzero(self.codes[: len(self.ids)] == code)
+
     def add(self, rows: list[np.ndarray], ids: list[str], scopes: list[str], created: list[float]) -> None:
         need = len(self.ids) + len(rows)
         if self.buffer.shape[0] < need or self.buffer.shape[1] != rows[0].shape[0]:
-            grown = np.zeros((max(need, 2 * self.buffer.shape[0], 64), rows[0].shape[0]), dtype=np.float32)
+            size = max(need, 2 * self.buffer.shape[0], 64)
+            grown = np.zeros((size, rows[0].shape[0]), dtype=np.float32)
+            codes = np.zeros(size, dtype=np.int64)
             if self.ids and self.buffer.shape[1] == rows[0].shape[0]:
                 grown[: len(self.ids)] = self.matrix
+                codes[: len(self.ids)] = self.codes[: len(self.ids)]
             elif self.ids:  # another embedding size: the old rows cannot be compared any more
                 self.ids, self.scopes, self.created = [], [], []
-            self.buffer = grown
+            self.buffer, self.codes = grown, codes
         start = len(self.ids)
         self.buffer[start: start + len(rows)] = np.vstack(rows)
+        self.codes[start: start + len(rows)] = [self.scope_codes.setdefault(s, len(self.scope_codes)) for s in scopes]
         self.ids += ids
         self.scopes += scopes
         self.created += created
@@ -82,6 +96,7 @@ class _Mirror:
             i = self.ids.index(entry_id)
             last = len(self.ids) - 1
             self.buffer[i: last] = self.buffer[i + 1: last + 1]
+            self.codes[i: last] = self.codes[i + 1: last + 1]
             del self.ids[i], self.scopes[i], self.created[i]
 
 
@@ -171,14 +186,17 @@ class SemanticCache:
 
     async def _closest(self, scope: str, vector: Sequence[float], threshold: float) -> CachedResult | None:
         mirror = self._mirror
-        if not mirror.ids:
+        rows = mirror.rows_of(scope)
+        if not len(rows):
             return None
         query = np.asarray(vector, dtype=np.float32)
         query /= max(float(np.linalg.norm(query)), 1e-12)
-        similarity = mirror.matrix @ query
+        # Few rows: copy them out; most of the matrix: one product over all of it, then pick (no copy).
+        similarity = mirror.matrix[rows] @ query if 4 * len(rows) < len(mirror.ids) else (mirror.matrix @ query)[rows]
         close = np.flatnonzero(similarity >= threshold)  # usually none or a few: sort only those
         oldest = time.time() - self.ttl_s
-        for i in close[np.argsort(-similarity[close])]:
+        for j in close[np.argsort(-similarity[close])]:
+            i = int(rows[j])
             if mirror.scopes[i] != scope or mirror.created[i] < oldest:
                 continue
             entry_id = mirror.ids[i]
@@ -188,7 +206,7 @@ class SemanticCache:
                 return None
             entry = json.loads(blob)
             return CachedResult(entry_id, SearchResult.model_validate(entry["result"]), entry["digests"],
-                                float(similarity[i]))
+                                float(similarity[j]))
         return None
 
     async def store(self, scope: str, vector: Sequence[float], result: SearchResult, digests: dict[str, str]) -> bool:

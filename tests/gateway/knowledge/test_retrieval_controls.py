@@ -145,4 +145,12 @@ async def test_the_cache_finds_its_entry_among_many_and_forgets_a_dropped_one(re
     assert (await cache.lookup("scope", vectors[100].tolist(), 0.999)).found is None
     again = (await cache.lookup("scope", vectors[149].tolist(), 0.999)).found  # rows after the dropped one moved up
     assert again is not None and again.result.strategy == "s149"
+    # The same vector stored under another scope, between rows of this one: each scope finds its own entry.
+    await cache.store("other scope", vectors[149].tolist(), SearchResult(strategy="other", hits=[]), {})
+    await cache.store("scope", (vectors[149] + 0.001).tolist(), SearchResult(strategy="s149b", hits=[]), {})
+    other = (await cache.lookup("other scope", vectors[149].tolist(), 0.999)).found
+    assert other is not None and other.result.strategy == "other"
+    mine = (await cache.lookup("scope", vectors[149].tolist(), 0.999)).found
+    assert mine is not None and mine.result.strategy in ("s149", "s149b")
+    assert (await cache.lookup("a scope never stored", vectors[149].tolist(), 0.5)).found is None
     await redis.aclose()
