@@ -68,6 +68,9 @@ def test_a_worker_killed_mid_turn_is_taken_over_by_the_next(acks_only, channel_s
             second = _worker(channel_settings, fake_telegram, fake_openai, tmp_path / "w2")
             wait_until(lambda: fake_telegram.sent_texts() == ["answered by the second worker"], 60,
                        "the second worker to answer")
+            # The reply is stored by the turn's closing write, just after it is sent: wait for it as well
+            # before stopping the worker (a stop between the two leaves the closing to the next worker).
+            wait_until(lambda: len(stored.messages(identity)) == 2, 30, "the second worker's turn to close")
         finally:
             stop_workers(first, second)
         messages = stored.messages(identity)
