@@ -55,7 +55,6 @@ class _Mirror:
     epoch: str | None = None
     seq: float = 0.0
     ids: list[str] = field(default_factory=list)
-    scopes: list[str] = field(default_factory=list)
     created: list[float] = field(default_factory=list)
     buffer: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
     scope_codes: dict[str, int] = field(default_factory=dict)
@@ -82,13 +81,12 @@ class _Mirror:
                 grown[: len(self.ids)] = self.matrix
                 codes[: len(self.ids)] = self.codes[: len(self.ids)]
             elif self.ids:  # another embedding size: the old rows cannot be compared any more
-                self.ids, self.scopes, self.created = [], [], []
+                self.ids, self.created = [], []
             self.buffer, self.codes = grown, codes
         start = len(self.ids)
         self.buffer[start: start + len(rows)] = np.vstack(rows)
         self.codes[start: start + len(rows)] = [self.scope_codes.setdefault(s, len(self.scope_codes)) for s in scopes]
         self.ids += ids
-        self.scopes += scopes
         self.created += created
 
     def drop(self, entry_id: str) -> None:
@@ -97,7 +95,7 @@ class _Mirror:
             last = len(self.ids) - 1
             self.buffer[i: last] = self.buffer[i + 1: last + 1]
             self.codes[i: last] = self.codes[i + 1: last + 1]
-            del self.ids[i], self.scopes[i], self.created[i]
+            del self.ids[i], self.created[i]
 
 
 @dataclass(frozen=True)
@@ -197,7 +195,7 @@ class SemanticCache:
         oldest = time.time() - self.ttl_s
         for j in close[np.argsort(-similarity[close])]:
             i = int(rows[j])
-            if mirror.scopes[i] != scope or mirror.created[i] < oldest:
+            if mirror.created[i] < oldest:  # rows are this scope's only
                 continue
             entry_id = mirror.ids[i]
             blob = await self.redis.get(self._entry_key(entry_id))
