@@ -298,19 +298,19 @@ class Knowledge:
             looked = await self.cache.lookup(key.scope, key.vector, controls.similarity_threshold, names)
             key, found = _CacheKey(looked.scope, key.vector), looked.found
             if found is None:
-                await self._cache_count("miss")
+                self._cache_count("miss")
                 return _Lookup(key=key)
             current = {t.source: topic_digest(t) for t in await group.current(list(found.digests))}
             if current == found.digests:
-                await self._cache_count("hit")
+                self._cache_count("hit")
                 note = f"semantic cache hit (cosine {found.similarity:.3f})"
                 return _Lookup(hit=found.result.model_copy(update={"notes": [*found.result.notes, note]}))
             await self.cache.invalidate(found.entry_id)  # a topic it returned changed or is gone
-            await self._cache_count("stale")
+            self._cache_count("stale")
             return _Lookup(key=key)
         except RedisError as exc:
             log.warning("semantic cache unavailable, searching without it: %s", exc)
-            await self._cache_count("error")
+            self._cache_count("error")
             return _Lookup(off=f"its Redis failed ({type(exc).__name__})")
 
     async def _cache_store(self, key: _CacheKey, result: SearchResult, names: tuple[str, ...]) -> bool:
@@ -325,14 +325,11 @@ class Knowledge:
             log.warning("semantic cache could not store a result: %s", exc)
             return True
 
-    async def _cache_count(self, outcome: str) -> None:
+    def _cache_count(self, outcome: str) -> None:
         if self.metrics is not None:
             self.metrics.semantic_cache.labels(outcome).inc()
         if self.cache is not None and outcome != "error":
-            try:
-                await self.cache.count(outcome)
-            except RedisError:
-                pass
+            self.cache.count(outcome)
 
     def close(self) -> None:
         # Local mode holds a file lock on the data dir until closed.

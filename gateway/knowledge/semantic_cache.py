@@ -18,7 +18,10 @@ Layout (prefix ``sb:<agent>:semcache``): ``e:<id>`` the entry (JSON, with a TTL)
 ids by insertion number (``seq``); ``epoch`` changes on clear; ``writes`` a hash of write counts per
 knowledge base; ``stats`` a hash of hit / miss / stale
 counts. Each process mirrors the vectors in memory and reads only the ids added since its last look, so a
-lookup costs one round trip for new ids, one matrix product over its scope's entries and, on a hit, one GET.
+lookup costs one round trip for new ids, one matrix product over its scope's entries and, on a hit of an entry
+this process has not parsed yet, one GET. The process keeps the last ``PARSED_ENTRIES`` entries it stored or
+read, parsed (an entry never changes once stored: a write makes a new scope, a clear a new epoch), and its
+hit / miss counts ride on its next lookup's round trip (``stats`` sends them first).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import json
 import logging
 import time
 import uuid
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -39,6 +43,7 @@ from rag_core.retrieval import SearchResult
 from rag_core.topic import Topic
 
 STATS = ("hit", "miss", "stale", "error")
+PARSED_ENTRIES = 256
 log = logging.getLogger(__name__)
 
 
@@ -132,6 +137,21 @@ class SemanticCache:
         self.max_entry_bytes = max_entry_bytes
         self._mirror = _Mirror()
         self._store = redis.register_script(_STORE)
+        # entry id -> (result as JSON data, digests); validated again per hit, so no caller shares its objects
+        self._parsed: OrderedDict[str, tuple[dict, dict[str, str]]] = OrderedDict()
+        self._own: dict[str, tuple[np.ndarray, str, float]] = {}  # stored here, not yet in the mirror
+        self._counts: Counter[str] = Counter()  # not yet sent
+
+    def _keep_parsed(self, entry_id: str, result: dict, digests: dict[str, str]) -> None:
+        self._parsed[entry_id] = (result, digests)
+        self._parsed.move_to_end(entry_id)
+        while len(self._parsed) > PARSED_ENTRIES:
+            self._parsed.popitem(last=False)
+
+    def _send_counts(self, pipe) -> None:
+        for outcome, n in self._counts.items():
+            pipe.hincrby(f"{self.prefix}:stats", outcome, n)
+        self._counts.clear()
 
     def _entry_key(self, entry_id: str) -> str:
         return f"{self.prefix}:e:{entry_id}"
@@ -145,25 +165,42 @@ class SemanticCache:
             pipe.zrangebyscore(f"{self.prefix}:index", f"({mirror.seq}", "+inf", withscores=True)
             if kbs:
                 pipe.hmget(f"{self.prefix}:writes", list(kbs))
-            epoch, added, *counted = await pipe.execute()
+            counts = len(self._counts)
+            self._send_counts(pipe)
+            epoch, added, *rest = await pipe.execute()
+        counted = rest[: len(rest) - counts]
         writes = [int(n or 0) for n in counted[0]] if counted else []
         epoch = epoch.decode() if isinstance(epoch, bytes) else epoch
         if epoch != mirror.epoch or len(mirror.ids) > 2 * self.max_entries:  # cleared, or evictions piled up
+            if epoch != mirror.epoch:
+                self._parsed.clear()
             mirror = self._mirror = _Mirror(epoch=epoch)
             added = await self.redis.zrangebyscore(f"{self.prefix}:index", "-inf", "+inf", withscores=True)
         if not added:
             return writes
         ids = [(m.decode() if isinstance(m, bytes) else m) for m, _ in added]
-        raw = await self.redis.mget([self._entry_key(i) for i in ids])
         rows, scopes, kept, created = [], [], [], []
-        for entry_id, blob in zip(ids, raw, strict=True):
-            if blob is None:
-                continue
-            entry = json.loads(blob)
-            rows.append(np.frombuffer(base64.b64decode(entry["vector"]), dtype=np.float32))
-            scopes.append(entry["scope"])
+        unknown = [i for i in ids if i not in self._own]
+        raw = dict(zip(unknown, await self.redis.mget([self._entry_key(i) for i in unknown]), strict=True)) \
+            if unknown else {}
+        for entry_id in ids:
+            own = self._own.pop(entry_id, None)
+            if own is not None:
+                vector, scope, made = own
+            else:
+                blob = raw[entry_id]
+                if blob is None:
+                    continue
+                entry = json.loads(blob)
+                vector, scope, made = np.frombuffer(base64.b64decode(entry["vector"]), dtype=np.float32), \
+                    entry["scope"], entry["created"]
+                self._keep_parsed(entry_id, entry["result"], entry["digests"])
+            rows.append(vector)
+            scopes.append(scope)
             kept.append(entry_id)
-            created.append(entry["created"])
+            created.append(made)
+        if len(self._own) > PARSED_ENTRIES:  # stored here but evicted before any sync saw them
+            self._own.clear()
         mirror.seq = max(mirror.seq, max(score for _, score in added))
         if rows:
             mirror.add(rows, kept, scopes, created)
@@ -198,13 +235,16 @@ class SemanticCache:
             if mirror.created[i] < oldest:  # rows are this scope's only
                 continue
             entry_id = mirror.ids[i]
-            blob = await self.redis.get(self._entry_key(entry_id))
-            if blob is None:  # expired, evicted or invalidated elsewhere
-                mirror.drop(entry_id)
-                return None
-            entry = json.loads(blob)
-            return CachedResult(entry_id, SearchResult.model_validate(entry["result"]), entry["digests"],
-                                float(similarity[j]))
+            parsed = self._parsed.get(entry_id)
+            if parsed is None:
+                blob = await self.redis.get(self._entry_key(entry_id))
+                if blob is None:  # expired, evicted or invalidated elsewhere
+                    mirror.drop(entry_id)
+                    return None
+                entry = json.loads(blob)
+                parsed = entry["result"], entry["digests"]
+            self._keep_parsed(entry_id, *parsed)
+            return CachedResult(entry_id, SearchResult.model_validate(parsed[0]), parsed[1], float(similarity[j]))
         return None
 
     async def store(self, scope: str, vector: Sequence[float], result: SearchResult, digests: dict[str, str]) -> bool:
@@ -223,6 +263,8 @@ class SemanticCache:
             return False
         entries = int(await self._store(keys=[f"{self.prefix}:seq", self._entry_key(entry_id), f"{self.prefix}:index"],
                                         args=[blob, self.ttl_s, entry_id]))
+        self._own[entry_id] = (query, scope, entry["created"])  # the next sync need not read it back
+        self._keep_parsed(entry_id, entry["result"], digests)
         extra = entries - self.max_entries
         if extra > 0:  # the oldest go
             gone = await self.redis.zpopmin(f"{self.prefix}:index", extra)
@@ -233,19 +275,22 @@ class SemanticCache:
 
     async def invalidate(self, entry_id: str) -> None:
         self._mirror.drop(entry_id)
+        self._parsed.pop(entry_id, None)
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.delete(self._entry_key(entry_id))
             pipe.zrem(f"{self.prefix}:index", entry_id)
             await pipe.execute()
 
-    async def count(self, outcome: str) -> None:
-        await self.redis.hincrby(f"{self.prefix}:stats", outcome, 1)
+    def count(self, outcome: str) -> None:
+        """Counted here; sent with this process's next lookup (or ``stats``)."""
+        self._counts[outcome] += 1
 
     async def stats(self) -> dict[str, int]:
         async with self.redis.pipeline(transaction=False) as pipe:
+            self._send_counts(pipe)
             pipe.zcard(f"{self.prefix}:index")
             pipe.hgetall(f"{self.prefix}:stats")
-            entries, counts = await pipe.execute()
+            *_, entries, counts = await pipe.execute()
         out = {"entries": int(entries)}
         for name in STATS:
             out[name] = int(counts.get(name.encode(), counts.get(name, 0)) or 0)
@@ -263,4 +308,7 @@ class SemanticCache:
             pipe.set(f"{self.prefix}:epoch", uuid.uuid4().hex)
             await pipe.execute()
         self._mirror = _Mirror()
+        self._parsed.clear()
+        self._own.clear()
+        self._counts.clear()
         return len(ids)

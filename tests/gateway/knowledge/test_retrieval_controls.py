@@ -154,3 +154,36 @@ async def test_the_cache_finds_its_entry_among_many_and_forgets_a_dropped_one(re
     assert mine is not None and mine.result.strategy in ("s149", "s149b")
     assert (await cache.lookup("a scope never stored", vectors[149].tolist(), 0.5)).found is None
     await redis.aclose()
+
+
+async def test_a_hit_costs_one_round_trip_and_its_count_rides_on_the_next_one(redis_url, agent_id):
+    """The entry this process stored (or read once) is served without reading it again; the hit and miss
+    counts go out with the next lookup's round trip, and ``stats`` sends what is left first."""
+    from gateway.core.redis_tally import counting, tallying
+
+    redis = Redis.from_url(redis_url)
+    tallying(redis.connection_pool)
+    cache = SemanticCache(redis, f"sb:{agent_id}", ttl_s=60, max_entries=100)
+    vector = [1.0, 0.0, 0.0, 0.0]
+    hits = [{"topic": TOPICS[1].model_dump(), "score": 0.9}]
+    await cache.store("scope", vector, SearchResult.model_validate({"strategy": "hybrid", "hits": hits}), {"rent": "d"})
+    cache.count("miss")
+    for _ in range(2):
+        with counting() as tally:
+            found = (await cache.lookup("scope", vector, 0.99)).found
+        assert found is not None and found.result.hits[0].topic.source == "rent"
+        assert tally.round_trips == 1, tally.round_trips  # the sync (new ids, write counts, counts) only
+        cache.count("hit")
+    found.result.hits.clear()  # what one caller does with its result is not what the next one gets
+    again = (await cache.lookup("scope", vector, 0.99)).found
+    assert again is not None and len(again.result.hits) == 1
+    stats = await cache.stats()
+    assert (stats["miss"], stats["hit"]) == (1, 2)
+    # Another process (its own mirror, nothing parsed) reads the entry once, then serves it from memory.
+    other = SemanticCache(redis, f"sb:{agent_id}", ttl_s=60, max_entries=100)
+    with counting() as tally:
+        assert (await other.lookup("scope", vector, 0.99)).found is not None
+    assert tally.round_trips == 2  # the sync reads the new entry in a second round trip
+    assert await other.clear() == 1
+    assert (await cache.lookup("scope", vector, 0.99)).found is None  # cleared elsewhere: nothing kept here serves
+    await redis.aclose()
