@@ -49,6 +49,7 @@ from gateway.core.events import AttributeChanged, ConversationStarted, EventBus
 from gateway.core.metrics import Metrics
 from gateway.core.outbound import OutboundPolicy, Resolver, system_resolver
 from gateway.core.outbound_client import FetchLimits, GuardedClient
+from gateway.core.redis_packing import hiredis_packing
 from gateway.core.redis_tally import tallying
 from gateway.core.settings import Settings
 from gateway.inbox.consumer import InboxConsumer
@@ -189,7 +190,7 @@ class Services:
             redis_url = embedded.url
         # A blocking pool waits for a free connection under bursts instead of failing the request; bounded
         # connect and read times make a Redis that is down (or drops packets) a quick, clear 503.
-        redis = Redis(connection_pool=tallying(BlockingConnectionPool.from_url(
+        redis = Redis(connection_pool=hiredis_packing(tallying(BlockingConnectionPool.from_url(
             redis_url, max_connections=128, timeout=settings.redis_pool_wait_s,
             socket_connect_timeout=settings.redis_connect_timeout_s, socket_timeout=settings.redis_socket_timeout_s,
             health_check_interval=30,
@@ -199,7 +200,7 @@ class Services:
             # Told once: left to itself redis-py looks its own version up in the installed packages' metadata
             # (a walk of sys.path, milliseconds on the loop) for every new connection, i.e. in every burst.
             driver_info=DriverInfo(lib_version=redis_sync.__version__),
-        )))  # tallying: each turn's trace counts its round trips
+        ))))  # tallying: each turn's trace counts its round trips; hiredis_packing: commands packed in C
         # RQ's workers block on this client for longer than any request would: only connecting is bounded.
         sync = redis_sync.Redis.from_url(redis_url, socket_connect_timeout=settings.redis_connect_timeout_s)
         store = RedisStore(redis, settings.agent_id)
