@@ -117,6 +117,12 @@ class _Call:
     sink: RelaySink | None = None
     task: asyncio.Task | None = None
     tasks: set[asyncio.Task] = field(default_factory=set)
+    expected: asyncio.Task | None = None  # the caller's persona, resolved while the welcome greeting plays
+
+    def track(self, task: asyncio.Task) -> asyncio.Task:
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
 
 
 class TwilioRelayAdapter:
@@ -158,8 +164,9 @@ class TwilioRelayAdapter:
             if call.sink is not None and call.task is not None and not call.task.done():
                 call.sink.cut(None)  # the transcript keeps what was said; nothing is said again
         finally:
-            if call.tasks:
-                await asyncio.gather(*call.tasks, return_exceptions=True)
+            running = [*call.tasks, *([call.expected] if call.expected is not None else [])]
+            if running:
+                await asyncio.gather(*running, return_exceptions=True)
 
     async def _message(self, ws: WebSocket, call: _Call, raw: str) -> None:
         try:
@@ -171,6 +178,8 @@ class TwilioRelayAdapter:
             call.sid = str(message.get("callSid") or "") or None
             call.caller = str(message.get("from") or "")
             log.info("relay session for call %s", call.sid)
+            if call.caller and call.expected is None:
+                call.expected = asyncio.ensure_future(self._expect(call))  # not a reply: not in ``tasks``' bound
         elif kind == "prompt":
             if message.get("last", True) is not True:
                 return  # partial transcripts: act on the final one
@@ -186,9 +195,7 @@ class TwilioRelayAdapter:
             if call.sink is not None and call.task is not None and not call.task.done():
                 call.sink.cut(None)  # a new prompt while the last reply still speaks: that reply stops here
             call.sink = RelaySink(ws)
-            call.task = asyncio.ensure_future(self._turn(ws, call, call.sink, text))
-            call.tasks.add(call.task)
-            call.task.add_done_callback(call.tasks.discard)
+            call.task = call.track(asyncio.ensure_future(self._turn(ws, call, call.sink, text)))
         elif kind == "interrupt":
             if call.sink is not None:
                 heard = message.get("utteranceUntilInterrupt")
@@ -200,8 +207,16 @@ class TwilioRelayAdapter:
         else:
             log.warning("relay message ignored (not a ConversationRelay message): %.200s", raw)
 
+    async def _expect(self, call: _Call) -> None:
+        try:
+            await self.context.pipeline.expect(f"phone:{call.caller}")
+        except Exception as exc:  # only a head start: the first turn resolves the caller itself
+            log.warning("relay call %s: could not resolve the caller before the first prompt: %s", call.sid, exc)
+
     async def _turn(self, ws: WebSocket, call: _Call, sink: RelaySink, text: str) -> None:
         try:
+            if call.expected is not None and not call.expected.done():
+                await asyncio.wait([call.expected])  # one resolution of a new caller, not two racing
             if not self.capabilities.handoff and self._asks_for_person(text):
                 await ws.send_json({"type": "text", "token": self.settings.twilio_handoff_unavailable, "last": True})
                 return

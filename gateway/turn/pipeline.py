@@ -617,6 +617,11 @@ class TurnPipeline:
         turn = Turn(inbound, persona, conversation, user_message, ticket=0, started=False, trace=trace)
         return await self.compose(turn, pending=user_message)
 
+    async def expect(self, identity: str, display_name: str | None = None) -> None:
+        """Someone is about to speak (a phone call was answered): resolve their persona now, so their first
+        message's arrival finds it in its one round trip instead of creating it on the turn's path."""
+        await self.store.resolve_persona(identity, display_name)
+
     async def handle(self, inbound: InboundMessage, sink: ReplySink) -> TurnOutcome | None:
         turn = await self.accept(inbound)
         return None if turn is None else await self.run(turn, sink)
