@@ -108,6 +108,9 @@ class SchedulingWorker(SimpleWorker):
             self.scheduler.start()
 
 
+LOCK_REFRESH_S = 10.0  # well inside the scheduler locks' life (RQScheduler.interval + 60 s)
+
+
 class InProcessWorker:
     """Runs the agent's queues and their scheduled jobs in background threads of this process.
 
@@ -153,14 +156,21 @@ class InProcessWorker:
             log.exception("embedded RQ worker %s stopped with an error", worker.name)
 
     def _schedule(self) -> None:
-        """Move due ``enqueue_at``/``enqueue_in`` jobs onto their queues (what RQ's scheduler does)."""
+        """Move due ``enqueue_at``/``enqueue_in`` jobs onto their queues (what RQ's scheduler does). Due
+        jobs are looked for every ``poll_s``; the queues' scheduler locks (which live ``interval + 60`` s)
+        are taken or refreshed every ``LOCK_REFRESH_S`` only: taking them on every tick (a Lua script per
+        queue) was most of an idle gateway's CPU."""
         scheduler = RQScheduler(self.queues, connection=self.redis)
+        locked_at: float | None = None
         while not self._stop.wait(self.poll_s):
             try:
-                scheduler.acquire_locks()
+                if locked_at is None or time.monotonic() - locked_at >= LOCK_REFRESH_S:
+                    scheduler.acquire_locks()
+                    locked_at = time.monotonic()
                 if scheduler.acquired_locks:
                     scheduler.enqueue_scheduled_jobs()
             except Exception:
                 log.exception("embedded RQ scheduler tick failed")
+                locked_at = None
                 time.sleep(1)
         scheduler.release_locks()
