@@ -41,6 +41,7 @@ class FakeOpenAI:
     chunk_delay_s: float = 0.0
     default_reply: str | None = None  # what an unscripted request gets instead of the echo (benches)
     paced_whole: bool = False  # a non-streamed answer waits as long as streaming it would take (benches)
+    structured_reply: str | None = None  # what an unscripted schema-constrained request gets (benches)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def script_reply(self, text: str, delay_s: float = 0.0) -> None:
@@ -99,6 +100,8 @@ class FakeOpenAI:
                 return JSONResponse({"error": {"message": "scripted failure", "type": "server_error"}},
                                     status_code=step.status)
             text = step.text
+            if text is None and fake.structured_reply is not None and body.get("response_format"):
+                text = fake.structured_reply
             if text is None and fake.default_reply is not None:
                 text = fake.default_reply
             if text is None:
