@@ -60,6 +60,7 @@ class _Mirror:
     epoch: str | None = None
     seq: float = 0.0
     ids: list[str] = field(default_factory=list)
+    known: set[str] = field(default_factory=set)  # ``ids`` as a set
     created: list[float] = field(default_factory=list)
     buffer: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
     scope_codes: dict[str, int] = field(default_factory=dict)
@@ -86,16 +87,18 @@ class _Mirror:
                 grown[: len(self.ids)] = self.matrix
                 codes[: len(self.ids)] = self.codes[: len(self.ids)]
             elif self.ids:  # another embedding size: the old rows cannot be compared any more
-                self.ids, self.created = [], []
+                self.ids, self.created, self.known = [], [], set()
             self.buffer, self.codes = grown, codes
         start = len(self.ids)
         self.buffer[start: start + len(rows)] = np.vstack(rows)
         self.codes[start: start + len(rows)] = [self.scope_codes.setdefault(s, len(self.scope_codes)) for s in scopes]
         self.ids += ids
+        self.known.update(ids)
         self.created += created
 
     def drop(self, entry_id: str) -> None:
-        if entry_id in self.ids:
+        if entry_id in self.known:
+            self.known.discard(entry_id)
             i = self.ids.index(entry_id)
             last = len(self.ids) - 1
             self.buffer[i: last] = self.buffer[i + 1: last + 1]
@@ -174,19 +177,22 @@ class SemanticCache:
         if epoch != mirror.epoch or len(mirror.ids) > 2 * self.max_entries:  # cleared, or evictions piled up
             if epoch != mirror.epoch:
                 self._parsed.clear()
+                self._own.clear()
             mirror = self._mirror = _Mirror(epoch=epoch)
             added = await self.redis.zrangebyscore(f"{self.prefix}:index", "-inf", "+inf", withscores=True)
         if not added:
             return writes
         ids = [(m.decode() if isinstance(m, bytes) else m) for m, _ in added]
         rows, scopes, kept, created = [], [], [], []
-        unknown = [i for i in ids if i not in self._own]
+        own = {i: self._own.pop(i) for i in ids if i in self._own}  # taken before the await: syncs overlap
+        unknown = [i for i in ids if i not in own]
         raw = dict(zip(unknown, await self.redis.mget([self._entry_key(i) for i in unknown]), strict=True)) \
             if unknown else {}
         for entry_id in ids:
-            own = self._own.pop(entry_id, None)
-            if own is not None:
-                vector, scope, made = own
+            if entry_id in mirror.known:  # a concurrent sync added it meanwhile
+                continue
+            if entry_id in own:
+                vector, scope, made = own[entry_id]
             else:
                 blob = raw[entry_id]
                 if blob is None:

@@ -187,3 +187,21 @@ async def test_a_hit_costs_one_round_trip_and_its_count_rides_on_the_next_one(re
     assert await other.clear() == 1
     assert (await cache.lookup("scope", vector, 0.99)).found is None  # cleared elsewhere: nothing kept here serves
     await redis.aclose()
+
+
+async def test_overlapping_lookups_keep_each_entry_once(redis_url, agent_id):
+    """Lookups that overlap each sync the mirror: entries this process stored and entries another process
+    stored are each taken in by one of them, held once, and found."""
+    import asyncio
+
+    redis = Redis.from_url(redis_url)
+    here = SemanticCache(redis, f"sb:{agent_id}", ttl_s=60, max_entries=1000)
+    elsewhere = SemanticCache(redis, f"sb:{agent_id}", ttl_s=60, max_entries=1000)
+    vectors = np.random.default_rng(5).normal(size=(20, 8)).astype(np.float32)
+    for i in range(20):
+        await (here if i % 2 else elsewhere).store("scope", vectors[i].tolist(),
+                                                   SearchResult(strategy=f"s{i}", hits=[]), {})
+    found = await asyncio.gather(*(here.lookup("scope", vectors[i].tolist(), 0.999) for i in range(20)))
+    assert [f.found.result.strategy if f.found else None for f in found] == [f"s{i}" for i in range(20)]
+    assert len(here._mirror.ids) == len(set(here._mirror.ids)) == 20
+    await redis.aclose()
