@@ -381,6 +381,11 @@ class InboxConsumer:
 
         def due() -> None:
             self._parked.pop(delivery.id, None)
+            running = self._inflight.get(delivery.id)
+            if running is not None:  # due already while the attempt that parked it still winds up (it releases
+                # the chat's order lock after parking): go on when it has ended, or _spawn would skip the retry
+                running.add_done_callback(lambda _: due())
+                return
             if len(self._inflight) < self.capacity and not self._stopping:
                 self._spawn(retry)
             else:  # the read loop takes it up when a slot is free

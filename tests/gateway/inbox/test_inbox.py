@@ -312,3 +312,19 @@ async def test_reclaim_skips_an_entry_deleted_while_pending_and_takes_the_rest(s
     reclaimed, cursor = await services.inbox.reclaim("next-consumer", 10, 10)
     assert [(d.id, d.dedup_id, d.attempts) for d in reclaimed] == [(kept.id, "d15", 2)]
     assert cursor == "0-0"  # the pending list was scanned to its end
+
+
+async def test_a_delivery_due_again_while_its_last_attempt_winds_up_is_tried_at_once(services):
+    """d2 waits behind d1 (failed, due again at once). d2 is parked inside the chat's order lock, due at
+    once, while its attempt still releases that lock: its retry must follow that attempt, not be skipped
+    until a reclaim (30 s here)."""
+    channel = RecordingChannel(fail_first=1)
+    live = consumer(services, channel, inbox_retry_first_s=0.0, inbox_reclaim_s=30)
+    await push(services, 1)
+    await push(services, 2)
+    await live.start()
+    try:
+        await until(lambda: sorted(channel.sent) == [1, 2], timeout_s=5, what="both deliveries sent")
+        assert channel.accepted == [("chat-a", 1), ("chat-a", 2)]  # in the chat's order
+    finally:
+        await live.stop()
