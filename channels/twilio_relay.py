@@ -119,11 +119,6 @@ class _Call:
     tasks: set[asyncio.Task] = field(default_factory=set)
     expected: asyncio.Task | None = None  # the caller's persona, resolved while the welcome greeting plays
 
-    def track(self, task: asyncio.Task) -> asyncio.Task:
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-        return task
-
 
 class TwilioRelayAdapter:
     name = CHANNEL
@@ -195,7 +190,9 @@ class TwilioRelayAdapter:
             if call.sink is not None and call.task is not None and not call.task.done():
                 call.sink.cut(None)  # a new prompt while the last reply still speaks: that reply stops here
             call.sink = RelaySink(ws)
-            call.task = call.track(asyncio.ensure_future(self._turn(ws, call, call.sink, text)))
+            call.task = asyncio.ensure_future(self._turn(ws, call, call.sink, text))
+            call.tasks.add(call.task)
+            call.task.add_done_callback(call.tasks.discard)
         elif kind == "interrupt":
             if call.sink is not None:
                 heard = message.get("utteranceUntilInterrupt")

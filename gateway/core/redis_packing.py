@@ -6,20 +6,15 @@ pool's connection class for a subclass whose ``pack_command`` hands the argument
 ``hiredis.pack_command``, with the same argument handling as redis-py's ``HiredisRespSerializer`` (a
 command name holding spaces is split, buffers become bytes, a value hiredis cannot pack — None, a bool —
 is redis-py's ``DataError``; floats are written as ``repr`` writes them, as redis-py's encoder does).
-Without hiredis (it is a declared dependency) the pool is left as it is.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import hiredis
 from redis.asyncio import ConnectionPool
 from redis.exceptions import DataError
-
-try:
-    import hiredis
-except ImportError:  # pragma: no cover - hiredis is declared; a stripped install still works, slower
-    hiredis = None
 
 __all__ = ["hiredis_packing"]
 
@@ -41,8 +36,6 @@ class _HiredisPacking:
 
 def hiredis_packing(pool: ConnectionPool) -> ConnectionPool:
     """The pool, its connections packing commands with hiredis (whatever class the URL chose)."""
-    if hiredis is None or not hasattr(hiredis, "pack_command"):
-        return pool
     base = pool.connection_class
     pool.connection_class = type(f"HiredisPacking{base.__name__}", (_HiredisPacking, base), {})
     return pool

@@ -166,13 +166,11 @@ class SemanticCache:
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.get(f"{self.prefix}:epoch")
             pipe.zrangebyscore(f"{self.prefix}:index", f"({mirror.seq}", "+inf", withscores=True)
+            self._send_counts(pipe)
             if kbs:
                 pipe.hmget(f"{self.prefix}:writes", list(kbs))
-            counts = len(self._counts)
-            self._send_counts(pipe)
             epoch, added, *rest = await pipe.execute()
-        counted = rest[: len(rest) - counts]
-        writes = [int(n or 0) for n in counted[0]] if counted else []
+        writes = [int(n or 0) for n in rest[-1]] if kbs else []
         epoch = epoch.decode() if isinstance(epoch, bytes) else epoch
         if epoch != mirror.epoch or len(mirror.ids) > 2 * self.max_entries:  # cleared, or evictions piled up
             if epoch != mirror.epoch:
