@@ -5,7 +5,9 @@ whose model streams like a real one: its first delta after 300 ms, then a few ch
 (about 2 s for the whole answer). Fake ConversationRelay clients (signed WebSockets) ask the demo a
 question, 1 and then 20 calls at once, five rounds of each; the same question goes through the Gather path
 (a signed POST of the speech result, timed until its TwiML answer). Each relay call sends its prompt 1 s
-after ``setup``, as a real call's first prompt follows the welcome greeting Twilio speaks first.
+after ``setup``, as a real call's first prompt follows the welcome greeting Twilio speaks first. The 20
+calls' prompts come in the same millisecond (the worst case: every turn's work before the model queues
+on one event loop), then, as concurrent callers speak, at random moments over a second.
 Retrieval is ``hybrid`` (no LLM selection call), otherwise the shipped defaults; the model answers the
 calls' conversation-meta extractions (20 s after each call's turn) with valid JSON.
 
@@ -18,6 +20,7 @@ import asyncio
 import html
 import json
 import os
+import random
 import re
 import statistics
 import subprocess
@@ -47,6 +50,7 @@ CHUNK_CHARS = 6
 QUESTION = "Do you offer guided tours?"
 GREETING_S = 1.0  # setup -> the first final prompt: the greeting is spoken, then the caller speaks
 ROUNDS = 5  # of 20 calls at once: p99 over 100 first tokens, not the largest of 20
+SPREAD_S = 1.0  # the second 20-call scenario: each call's prompt at a random moment within this window
 MODEL = Path(os.environ.get("SWITCHBOARD_EMBEDDING_MODEL_PATH", ROOT.parent / "shared/models/all-MiniLM-L6-v2"))
 
 
@@ -55,13 +59,13 @@ def _p(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-async def _relay_call(base_ws: str, public: str, n: int) -> tuple[float, float]:
+async def _relay_call(base_ws: str, public: str, n: int, pause_s: float) -> tuple[float, float]:
     url = f"{public.replace('http://', 'ws://')}/channels/twilio/relay"
     signature = RequestValidator(TOKEN).compute_signature(url, {})
     async with websockets.connect(f"{base_ws}/channels/twilio/relay",
                                   additional_headers={"X-Twilio-Signature": signature}) as ws:
         await ws.send(json.dumps({"type": "setup", "callSid": f"CA{n:032d}", "from": f"+1555{n:07d}"}))
-        await asyncio.sleep(GREETING_S)  # Twilio speaks the welcome greeting; the caller's words come after it
+        await asyncio.sleep(pause_s)  # Twilio speaks the welcome greeting; the caller's words come after it
         sent = time.perf_counter()
         await ws.send(json.dumps({"type": "prompt", "voicePrompt": QUESTION, "last": True}))
         first = None
@@ -88,9 +92,12 @@ async def _gather_call(client: httpx.AsyncClient, public: str, n: int) -> float:
         path = html.unescape(redirect.group(1)).removeprefix(public)
 
 
-async def _round(base: str, public: str, calls: int, offset: int) -> dict[str, list[float]]:
+async def _round(base: str, public: str, calls: int, offset: int, spread_s: float) -> dict[str, list[float]]:
     base_ws = base.replace("http://", "ws://")
-    relay = await asyncio.gather(*(_relay_call(base_ws, public, offset + i) for i in range(calls)))
+    pauses = [GREETING_S + random.Random(offset + i).uniform(0, spread_s) for i in range(calls)]
+    relay = await asyncio.gather(*(_relay_call(base_ws, public, offset + i, pauses[i]) for i in range(calls)))
+    if spread_s:  # the Gather path is timed in the rounds whose prompts come at once
+        return {"first": [f - FIRST_DELTA_S for f, _ in relay], "last": [t for _, t in relay], "gather": []}
     async with httpx.AsyncClient(base_url=base, timeout=60) as client:
         gather = await asyncio.gather(*(_gather_call(client, public, offset + i) for i in range(calls)))
     return {"first": [f - FIRST_DELTA_S for f, _ in relay], "last": [t for _, t in relay], "gather": list(gather)}
@@ -101,24 +108,28 @@ def _gateway(env: dict[str, str], port: int, data: str) -> subprocess.Popen:
                             env=env, cwd=data, stdout=subprocess.DEVNULL)
 
 
-def _measure(public: str, server: subprocess.Popen, rag_mode: str) -> dict[int, dict[str, list[float]]]:
-    """Both rounds (1 and 20 calls) against one gateway; prints a line per round."""
+def _measure(public: str, server: subprocess.Popen, rag_mode: str) -> dict[tuple[int, float], dict[str, list[float]]]:
+    """The rounds (1 call; 20 calls prompting at once; 20 calls prompting over ``SPREAD_S``) against one
+    gateway; prints a line per scenario."""
     process = psutil.Process(server.pid)
-    asyncio.run(_round(public, public, 1, 0))  # warm: first turn of each path
+    asyncio.run(_round(public, public, 1, 0, 0.0))  # warm: first turn of each path
     results = {}
-    for calls, offset in ((1, 100), (20, 200)):
+    for calls, spread_s, offset in ((1, 0.0, 100), (20, 0.0, 1000), (20, SPREAD_S, 2000)):
         cpu0 = sum(process.cpu_times()[:2])
-        rounds = [asyncio.run(_round(public, public, calls, offset + 100 * r)) for r in range(ROUNDS)]
-        result = results[calls] = {k: [v for r in rounds for v in r[k]] for k in ("first", "last", "gather")}
-        cpu_ms = (sum(process.cpu_times()[:2]) - cpu0) * 1000 / (2 * calls * ROUNDS)
+        rounds = [asyncio.run(_round(public, public, calls, offset + 100 * r, spread_s)) for r in range(ROUNDS)]
+        result = results[calls, spread_s] = {k: [v for r in rounds for v in r[k]] for k in ("first", "last", "gather")}
+        turns = calls * ROUNDS * (1 if spread_s else 2)
+        cpu_ms = (sum(process.cpu_times()[:2]) - cpu0) * 1000 / turns
         first, last, gather = result["first"], result["last"], result["gather"]
-        sooner = statistics.median(gather) - statistics.median(first) - FIRST_DELTA_S
-        print(f"{rag_mode:>6} {calls:>2} call(s) x {ROUNDS}: relay first token after the model's first delta p50 "
-              f"{statistics.median(first) * 1000:.0f} ms p99 {_p(first, 0.99) * 1000:.0f} ms "
-              f"max {max(first) * 1000:.0f} ms; "
-              f"relay last token p50 {statistics.median(last) * 1000:.0f} ms; gather answer p50 "
-              f"{statistics.median(gather) * 1000:.0f} ms p99 {_p(gather, 0.99) * 1000:.0f} ms; "
-              f"first speech sooner by {sooner * 1000:.0f} ms; gateway CPU {cpu_ms:.1f} ms per turn")
+        when = f"over {spread_s:.0f} s" if spread_s else "at once"
+        line = (f"{rag_mode:>6} {calls:>2} call(s) x {ROUNDS}, prompts {when}: relay first token after the model's "
+                f"first delta p50 {statistics.median(first) * 1000:.0f} ms p99 {_p(first, 0.99) * 1000:.0f} ms "
+                f"max {max(first) * 1000:.0f} ms; relay last token p50 {statistics.median(last) * 1000:.0f} ms")
+        if gather:
+            sooner = statistics.median(gather) - statistics.median(first) - FIRST_DELTA_S
+            line += (f"; gather answer p50 {statistics.median(gather) * 1000:.0f} ms p99 "
+                     f"{_p(gather, 0.99) * 1000:.0f} ms; first speech sooner by {sooner * 1000:.0f} ms")
+        print(f"{line}; gateway CPU {cpu_ms:.1f} ms per turn")
     return results
 
 
