@@ -46,10 +46,6 @@ QUESTIONS = [json.loads(line)["query"] for line in
              (DATASETS / "orsharc" / "queries.dev.jsonl").read_text().splitlines() if line]
 
 
-
-
-
-
 def start(cmd: list[str], env: dict[str, str]) -> subprocess.Popen:
     return subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
