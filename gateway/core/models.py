@@ -42,6 +42,9 @@ class DeliveryStatus(StrEnum):
     PENDING = "pending"
     DELIVERED = "delivered"
     FAILED = "failed"
+    # A turn resumed after its process died while sending, on a channel with no idempotency key: the reply
+    # may or may not have reached the user, and it is not sent again (it could arrive twice).
+    UNCERTAIN = "uncertain"
 
 
 class Attachment(BaseModel):

@@ -482,11 +482,15 @@ class TurnPipeline:
             )
         if intent is SendIntent.FIRST or isinstance(sink, IdempotentSink):
             delivery = await self._deliver(sink, planned.text, key=turn.trace.turn_id)
+            agent_message.delivery = DeliveryStatus.DELIVERED if delivery.delivered else DeliveryStatus.FAILED
+            agent_message.delivery_error = delivery.error
         else:
-            _note(turn, "resumed after its process stopped while sending: not sent again (no idempotency key)")
-            delivery = DeliveryReport(delivered=True)
-        agent_message.delivery = DeliveryStatus.DELIVERED if delivery.delivered else DeliveryStatus.FAILED
-        agent_message.delivery_error = delivery.error
+            why = "resumed after its process stopped while sending: not sent again (no idempotency key)"
+            _note(turn, why)
+            log.warning("turn %s on %s: %s; the user may not have the reply", turn.trace.turn_id,
+                        turn.inbound.channel, why)
+            delivery = DeliveryReport(delivered=True)  # done with, not retried; the transcript says so
+            agent_message.delivery, agent_message.delivery_error = DeliveryStatus.UNCERTAIN, why
         return agent_message, delivery, planned.text  # stored in the turn's closing round trip
 
     def _cite(self, turn: Turn, reply: Reply) -> Reply:

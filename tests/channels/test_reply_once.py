@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from gateway.core.models import Message, Role
+from gateway.core.models import DeliveryStatus, Message, Role
 from gateway.inbox.consumer import InboxConsumer
 from gateway.inbox.stream import Delivery, Inbox
 from gateway.services import Services
@@ -74,7 +74,10 @@ async def test_a_turn_resumed_after_dying_between_send_and_record_does_not_reply
     await take_over(services)
     assert fake_telegram.sent_texts() == ["one answer only"]
     assert len(fake_openai.chat_requests()) == 1  # the recorded reply stands; the model is not asked again
-    assert [m.text for m in await _agent_messages(services)] == ["one answer only"]
+    [stored] = await _agent_messages(services)
+    assert stored.text == "one answer only"
+    # Whether the user got it cannot be known here: the transcript says so instead of "delivered".
+    assert stored.delivery == DeliveryStatus.UNCERTAIN and "not sent again" in stored.delivery_error
 
 
 async def test_a_turn_resumed_after_dying_before_the_send_still_replies(services, fake_telegram, fake_openai):
@@ -88,7 +91,8 @@ async def test_a_turn_resumed_after_dying_before_the_send_still_replies(services
 
     await take_over(services)
     assert fake_telegram.sent_texts() == ["answered after the crash"]
-    assert [m.text for m in await _agent_messages(services)] == ["answered after the crash"]
+    assert [(m.text, m.delivery) for m in await _agent_messages(services)] == [
+        ("answered after the crash", DeliveryStatus.DELIVERED)]
 
 
 async def test_a_stalled_consumer_whose_delivery_was_taken_over_sends_and_stores_nothing(
