@@ -368,6 +368,7 @@ def run(args: argparse.Namespace) -> bool:
     agent = "soak" + uuid.uuid4().hex[:6]
     env = {**gateway_env(agent, f"redis://127.0.0.1:{redis_port}/0", urls["llm"], urls),
            "SWITCHBOARD_ADMIN_TOKEN": ADMIN_TOKEN, "SWITCHBOARD_INBOX_RECLAIM_S": str(args.reclaim_s),
+           "SWITCHBOARD_INBOX_STUCK_WARN_S": "30",  # a turn that stalls says where, in stack.log
            "SWITCHBOARD_DATA_DIR": str(workdir / "gateway"), "SWITCHBOARD_TRUSTED_PROXIES": "127.0.0.1",
            # The fake LLM echoes; conversation-meta extraction wants schema JSON and would only fail
            # (a traceback per conversation): it runs a day after a turn, so not during the soak.

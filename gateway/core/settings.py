@@ -311,6 +311,10 @@ class Settings(BaseSettings):
     inbox_reclaim_s: float = Field(
         default=30.0, gt=0, description="A dead consumer's deliveries are resumed after this long."
     )
+    inbox_stuck_warn_s: float = Field(
+        default=180.0, gt=0, description="A delivery whose turn runs this long without finishing is logged "
+        "once, with the awaits it is suspended in.",
+    )
     # Inbox retries (vendor outages): a delivery that fails for a reason that may pass waits and is tried
     # again, with exponential backoff (jittered, capped), until the window since its first failure is over
     inbox_retry_window_s: float = Field(

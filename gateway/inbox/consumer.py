@@ -28,6 +28,7 @@ from dataclasses import replace
 from typing import Literal
 from uuid import uuid4
 
+from gateway.core.awaits import awaiting
 from gateway.core.metrics import Metrics
 from gateway.core.models import DeliveryStatus, TurnTrace
 from gateway.core.settings import Settings
@@ -98,6 +99,8 @@ class InboxConsumer:
         self.capacity = settings.inbox_concurrency
         self.reclaim_ms = int(settings.inbox_reclaim_s * 1000)
         self._inflight: dict[str, asyncio.Task[None]] = {}
+        self._started: dict[str, tuple[float, Delivery]] = {}  # each in-flight delivery's start (monotonic)
+        self._stuck_logged: set[str] = set()
         self.retries = inbox.retries
         self.retry_window = RetryWindow.from_settings(settings)
         self._parked: dict[str, asyncio.TimerHandle] = {}  # waiting deliveries, until their next try
@@ -219,9 +222,12 @@ class InboxConsumer:
             return
         task = asyncio.get_running_loop().create_task(self._consume(delivery), name=f"delivery {delivery.id}")
         self._inflight[delivery.id] = task
+        self._started[delivery.id] = (time.monotonic(), delivery)
 
         def finished(_: asyncio.Task[None]) -> None:
             self._inflight.pop(delivery.id, None)
+            self._started.pop(delivery.id, None)
+            self._stuck_logged.discard(delivery.id)
             self._slot.set()
 
         task.add_done_callback(finished)
@@ -242,6 +248,20 @@ class InboxConsumer:
                 failures.succeeded()
                 for entry_id in lost:  # fenced: its turn here will neither send, store nor acknowledge
                     log.warning("inbox entry %s was taken over by another consumer (this one stalled)", entry_id)
+            self._report_stuck()
+
+    def _report_stuck(self) -> None:
+        """Log once each delivery whose work has run past ``inbox_stuck_warn_s``, with the awaits it is suspended
+        in: the keep-alive keeps such an entry from being taken over, so a turn that makes no progress is
+        otherwise silent until its process dies."""
+        now = time.monotonic()
+        for entry_id, (started, delivery) in self._started.items():
+            task = self._inflight.get(entry_id)
+            if task is None or now - started < self.settings.inbox_stuck_warn_s or entry_id in self._stuck_logged:
+                continue
+            self._stuck_logged.add(entry_id)
+            log.warning("%s delivery %s (attempt %d) has run for %.1f s without finishing; it waits in: %s",
+                        delivery.channel, delivery.dedup_id, delivery.attempts, now - started, awaiting(task))
 
     # -- one delivery ----------------------------------------------------------------------------
     async def _consume(self, delivery: Delivery) -> None:

@@ -328,3 +328,39 @@ async def test_a_delivery_due_again_while_its_last_attempt_winds_up_is_tried_at_
         assert channel.accepted == [("chat-a", 1), ("chat-a", 2)]  # in the chat's order
     finally:
         await live.stop()
+
+
+async def test_a_delivery_that_makes_no_progress_is_logged_once_with_where_it_waits(services, caplog):
+    vendor_answers = asyncio.Event()
+
+    async def waiting_for_the_vendor() -> None:
+        await vendor_answers.wait()
+
+    class Hanging(RecordingChannel):
+        async def accept(self, delivery):
+            work = await super().accept(delivery)
+
+            async def send() -> None:
+                await waiting_for_the_vendor()
+                self.sent.append(delivery.json()["n"])
+
+            return SendWork(send, what=work.what)
+
+    channel = Hanging()
+    live = consumer(services, channel, inbox_stuck_warn_s=0.3)  # the keep-alive looks every 0.1 s
+    await live.start()
+    try:
+        with caplog.at_level("WARNING", logger="gateway.inbox.consumer"):
+            await push(services, 14)
+            await until(lambda: channel.accepted == [("chat-a", 14)], what="the delivery to be taken")
+            await asyncio.sleep(1.0)  # past the threshold, and several keep-alives later
+            vendor_answers.set()
+            await until(lambda: channel.sent == [14], what="the send to finish")
+    finally:
+        await live.stop()
+    stuck = [r.getMessage() for r in caplog.records if "without finishing" in r.getMessage()]
+    assert len(stuck) == 1, stuck
+    assert stuck[0].startswith("test delivery d14 (attempt 1) has run for ")
+    where = stuck[0].split("it waits in: ")[1].split(" → ")
+    assert where[0].startswith("InboxConsumer._consume (consumer.py:")
+    assert [w.split(" (")[0].rsplit(".", 1)[-1] for w in where[-3:-1]] == ["waiting_for_the_vendor", "wait"]
