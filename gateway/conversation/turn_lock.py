@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
+from gateway.core.awaits import awaiting
 from gateway.core.errors import TurnLockTimeout
 
 log = logging.getLogger(__name__)
@@ -124,6 +125,7 @@ return 0
 """
 
 SKIPPED_TTL_S = 24 * 3600
+KEEPER_STOP_S = 2.0  # how long stopping a lease keeper may take before it is logged and left behind
 IDLE_TTL_S = 24 * 3600
 
 
@@ -138,13 +140,23 @@ class HeldTurn:
     releasing: bool = False  # its release is queued in a pipeline: the lease is no longer renewed
     released: bool = False
     keeper: asyncio.Task | None = None
+    stopping: bool = False  # the keeper ends at its next wake-up even if its cancellation was lost
 
     async def stop_keeping(self) -> None:
-        if self.keeper is not None:
-            self.keeper.cancel()
-            with suppress(asyncio.CancelledError):
-                await self.keeper
-            self.keeper = None
+        """Stop renewing the lease. Bounded: a keeper that has not ended ``KEEPER_STOP_S`` after its
+        cancellation is logged with where it waits and left to end on its own, not awaited forever."""
+        keeper, self.keeper = self.keeper, None
+        if keeper is None:
+            return
+        self.stopping = True
+        keeper.cancel()
+        done, _ = await asyncio.wait({keeper}, timeout=KEEPER_STOP_S)
+        if not done:
+            log.warning("the lease keeper of conversation %s did not stop when cancelled; it waits in: %s",
+                        self.conversation_id, awaiting(keeper))
+        elif not keeper.cancelled():
+            with suppress(Exception):
+                keeper.result()
 
 
 class TurnLock:
@@ -242,7 +254,7 @@ class TurnLock:
         """Renew the lease while the turn runs; a lost lease means a waiter took over (logged once)."""
         while True:
             await asyncio.sleep(self.lease_ms / 3000)
-            if holder.releasing:
+            if holder.releasing or holder.stopping:
                 return
             try:
                 if not await self._renew(keys=[lease, held], args=[ticket, self.lease_ms]):
