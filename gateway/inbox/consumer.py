@@ -99,8 +99,8 @@ class InboxConsumer:
         self.capacity = settings.inbox_concurrency
         self.reclaim_ms = int(settings.inbox_reclaim_s * 1000)
         self._inflight: dict[str, asyncio.Task[None]] = {}
-        self._started: dict[str, tuple[float, Delivery]] = {}  # each in-flight delivery's start (monotonic)
-        self._stuck_logged: set[str] = set()
+        # each in-flight delivery's start (monotonic), until it ends or is reported as stuck
+        self._started: dict[str, tuple[float, Delivery]] = {}
         self.retries = inbox.retries
         self.retry_window = RetryWindow.from_settings(settings)
         self._parked: dict[str, asyncio.TimerHandle] = {}  # waiting deliveries, until their next try
@@ -227,7 +227,6 @@ class InboxConsumer:
         def finished(_: asyncio.Task[None]) -> None:
             self._inflight.pop(delivery.id, None)
             self._started.pop(delivery.id, None)
-            self._stuck_logged.discard(delivery.id)
             self._slot.set()
 
         task.add_done_callback(finished)
@@ -255,13 +254,12 @@ class InboxConsumer:
         in: the keep-alive keeps such an entry from being taken over, so a turn that makes no progress is
         otherwise silent until its process dies."""
         now = time.monotonic()
-        for entry_id, (started, delivery) in self._started.items():
-            task = self._inflight.get(entry_id)
-            if task is None or now - started < self.settings.inbox_stuck_warn_s or entry_id in self._stuck_logged:
-                continue
-            self._stuck_logged.add(entry_id)
+        stuck = [(i, s, d) for i, (s, d) in self._started.items() if now - s >= self.settings.inbox_stuck_warn_s]
+        for entry_id, started, delivery in stuck:
+            del self._started[entry_id]  # reported once
             log.warning("%s delivery %s (attempt %d) has run for %.1f s without finishing; it waits in: %s",
-                        delivery.channel, delivery.dedup_id, delivery.attempts, now - started, awaiting(task))
+                        delivery.channel, delivery.dedup_id, delivery.attempts, now - started,
+                        awaiting(self._inflight[entry_id]))
 
     # -- one delivery ----------------------------------------------------------------------------
     async def _consume(self, delivery: Delivery) -> None:
