@@ -2,7 +2,8 @@
 
 A gateway (``switchboard serve --demo``, embeddings on with the local model when present) answers calls
 whose model streams like a real one: its first delta after 300 ms, then a few characters every 30 ms
-(about 2 s for the whole answer). Fake ConversationRelay clients (signed WebSockets) ask the demo a
+(about 2 s for the whole answer). Fake ConversationRelay clients (signed WebSockets, each on the URL with
+its call's ticket that a signed incoming-call webhook answered, untimed) ask the demo a
 question, 1 and then 20 calls at once, five rounds of each; the same question goes through the Gather path
 (a signed POST of the speech result, timed until its TwiML answer). Each relay call sends its prompt 1 s
 after ``setup``, as a real call's first prompt follows the welcome greeting Twilio speaks first. The 20
@@ -59,12 +60,24 @@ def _p(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
+async def _relay_url(base: str, public: str, call_sid: str, caller: str) -> str:
+    """Twilio's signed incoming-call webhook: the ``<ConversationRelay url>`` (with the call's ticket) it answers."""
+    params = {"CallSid": call_sid, "From": caller, "To": "+15550000000", "AccountSid": SID, "CallStatus": "ringing"}
+    signature = RequestValidator(TOKEN).compute_signature(f"{public}/channels/twilio/voice", params)
+    async with httpx.AsyncClient(base_url=base, timeout=60) as client:
+        answer = await client.post("/channels/twilio/voice", data=params, headers={"X-Twilio-Signature": signature})
+    found = re.search(r'<ConversationRelay url="([^"]+)"', answer.text)
+    assert found, answer.text
+    return html.unescape(found.group(1))
+
+
 async def _relay_call(base_ws: str, public: str, n: int, pause_s: float) -> tuple[float, float]:
-    url = f"{public.replace('http://', 'ws://')}/channels/twilio/relay"
+    call_sid, caller = f"CA{n:032d}", f"+1555{n:07d}"
+    url = await _relay_url(base_ws.replace("ws://", "http://"), public, call_sid, caller)
     signature = RequestValidator(TOKEN).compute_signature(url, {})
-    async with websockets.connect(f"{base_ws}/channels/twilio/relay",
-                                  additional_headers={"X-Twilio-Signature": signature}) as ws:
-        await ws.send(json.dumps({"type": "setup", "callSid": f"CA{n:032d}", "from": f"+1555{n:07d}"}))
+    local = base_ws + url[url.index("/channels/twilio/relay"):]
+    async with websockets.connect(local, additional_headers={"X-Twilio-Signature": signature}) as ws:
+        await ws.send(json.dumps({"type": "setup", "callSid": call_sid, "from": caller}))
         await asyncio.sleep(pause_s)  # Twilio speaks the welcome greeting; the caller's words come after it
         sent = time.perf_counter()
         await ws.send(json.dumps({"type": "prompt", "voicePrompt": QUESTION, "last": True}))

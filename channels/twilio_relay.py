@@ -1,12 +1,15 @@
 """Phone calls over Twilio ConversationRelay: Twilio turns speech into text and text into speech on its
 side and talks to us over one WebSocket per call (``/channels/twilio/relay``).
 
-Each final ``prompt`` runs one turn of the shared pipeline (knowledge context inline by default, the handoff gate,
-traces, memory). The model's deltas go back as ``text`` tokens in whole words, markdown and citation
-markers stripped, so the caller hears the first words while the model still writes. An ``interrupt``
-(the caller barged in) cancels the model's stream at once and stores only what the caller heard. A
-request for a person ends the session with ``handoffData``; the ``<Connect action>`` webhook then dials
-``SWITCHBOARD_TWILIO_HANDOFF_NUMBER`` (``channels.twilio_voice``).
+The upgrade must be signed by Twilio over the full URL and carry the call's single-use ticket
+(``channels.twilio_relay_tickets``): the socket serves that call and caller only, and a ``setup`` naming
+another is refused. Each final ``prompt`` runs one turn of the shared pipeline (knowledge context inline
+by default, the handoff gate, traces, memory). The model's deltas go back as ``text`` tokens in whole
+words, markdown and citation markers stripped, so the caller hears the first words while the model still
+writes. An ``interrupt`` (the caller barged in) cancels the model's stream at once and stores only what
+the caller heard. A request for a person ends the session with ``handoffData``; the ``<Connect action>``
+webhook then dials ``SWITCHBOARD_TWILIO_HANDOFF_NUMBER`` (``channels.twilio_voice``). A socket is bounded:
+a setup deadline, an idle limit, caps on sockets per caller and in all, a frame size, a prompt length.
 """
 
 from __future__ import annotations
@@ -16,29 +19,28 @@ import json
 import logging
 import re
 import uuid
+from contextlib import suppress
 from dataclasses import dataclass, field
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from twilio.request_validator import RequestValidator
 
-from gateway.channel import Capabilities, ChannelContext, DeliveryReport, InboundMessage
+from channels.twilio_relay_tickets import RELAY_PATH, TICKET_PARAM, RelayTicket, RelayTickets, relay_url
+from gateway.channel import Capabilities, ChannelContext, DeliveryReport, InboundMessage, InvalidJSON, decode_json
+
+__all__ = ["CHANNEL", "MAX_TURNS_IN_FLIGHT", "MAX_WORD_CHARS", "RELAY_PATH", "RelaySink", "TwilioRelayAdapter",
+           "build", "relay_url", "speakable"]
 
 log = logging.getLogger(__name__)
 
 CHANNEL = "twilio_relay"
-RELAY_PATH = "/channels/twilio/relay"
 SIGNATURE_HEADER = "x-twilio-signature"
 _MARKUP = re.compile(r"\[\d+\]|[*_`#>]+|\[([^\]]*)\]\([^)]*\)")
 _HANDOFF_DATA = json.dumps({"reason": "the caller asked for a person", "reasonCode": "live-agent-handoff"})
 MAX_WORD_CHARS = 64  # a "word" longer than this (no space in sight) is spoken as it stands
 MAX_TURNS_IN_FLIGHT = 3  # a call's replies still running (cut or not); a prompt past them is refused
-
-
-def relay_url(public_url: str) -> str:
-    """The socket's address as Twilio is told it (and signs it): wss:// for https, ws:// for http."""
-    base = public_url.rstrip("/")
-    scheme, _, rest = base.partition("://")
-    return f"{'wss' if scheme == 'https' else 'ws'}://{rest}{RELAY_PATH}"
+# close codes (RFC 6455): the reason goes with them
+CLOSE_IDLE, CLOSE_POLICY, CLOSE_BAD_DATA, CLOSE_TOO_BIG, CLOSE_TRY_LATER = 1000, 1008, 1007, 1009, 1013
 
 
 def speakable(text: str) -> str:
@@ -112,12 +114,38 @@ class RelaySink:
 
 @dataclass
 class _Call:
-    sid: str | None = None
+    ticket: RelayTicket
+    sid: str | None = None  # set by an accepted ``setup``: prompts before it are ignored
     caller: str = ""
     sink: RelaySink | None = None
     task: asyncio.Task | None = None
     tasks: set[asyncio.Task] = field(default_factory=set)
     expected: asyncio.Task | None = None  # the caller's persona, resolved while the welcome greeting plays
+
+
+class _OpenSockets:
+    """The relay sockets this process holds, per caller number and in all; one past a cap is refused."""
+
+    def __init__(self, total: int, per_caller: int) -> None:
+        self.max_total, self.max_per_caller = total, per_caller
+        self.total = 0
+        self.by_caller: dict[str, int] = {}
+
+    def take(self, caller: str) -> str | None:
+        """None: taken (``release`` it); else why not."""
+        if self.total >= self.max_total:
+            return f"too many relay sockets on this gateway (limit {self.max_total})"
+        if self.by_caller.get(caller, 0) >= self.max_per_caller:
+            return f"too many relay sockets for this caller (limit {self.max_per_caller})"
+        self.total += 1
+        self.by_caller[caller] = self.by_caller.get(caller, 0) + 1
+        return None
+
+    def release(self, caller: str) -> None:
+        self.total -= 1
+        left = self.by_caller.pop(caller, 1) - 1
+        if left:
+            self.by_caller[caller] = left
 
 
 class TwilioRelayAdapter:
@@ -131,6 +159,9 @@ class TwilioRelayAdapter:
                                          rag_mode=self.settings.twilio_relay_rag_mode, handoff=handoff,
                                          citations="drop")
         self._phrases = [p.strip().lower() for p in self.settings.handoff_phrases.split("|") if p.strip()]
+        self.tickets = RelayTickets(context)
+        self.open = _OpenSockets(self.settings.twilio_relay_max_sockets,
+                                 self.settings.twilio_relay_max_sockets_per_caller)
 
     async def start(self) -> None:
         pass
@@ -139,60 +170,107 @@ class TwilioRelayAdapter:
         pass
 
     def _signed(self, ws: WebSocket) -> bool:
+        """Twilio signs the URL it was given, the ticket's query included."""
         token = self.settings.twilio_auth_token
         signature = ws.headers.get(SIGNATURE_HEADER, "")
-        url = relay_url(self.settings.public_url)
+        url = relay_url(self.settings.public_url) + (f"?{ws.url.query}" if ws.url.query else "")
         return bool(token and signature and RequestValidator(token.get_secret_value()).validate(url, {}, signature))
 
-    async def socket(self, ws: WebSocket) -> None:
+    async def _admit(self, ws: WebSocket) -> RelayTicket | None:
+        """The call this upgrade may serve; None (counted and logged) when it may serve none."""
         if not self._signed(ws):
             self.context.metrics.rejected.labels(CHANNEL, "signature").inc()
             log.warning("relay socket refused: missing or wrong %s", SIGNATURE_HEADER)
-            await ws.close(code=1008)
+            return None
+        ticket = await self.tickets.consume(ws.query_params.get(TICKET_PARAM, ""))
+        if ticket is None or ticket.connection_id is not None:  # a connection's call has its own socket
+            self.context.metrics.rejected.labels(CHANNEL, "ticket").inc()
+            log.warning("relay socket refused: no ticket, or one unknown, expired or already used")
+            return None
+        return ticket
+
+    async def socket(self, ws: WebSocket) -> None:
+        ticket = await self._admit(ws)
+        if ticket is None:
+            await ws.close(code=CLOSE_POLICY)  # before the accept: the upgrade is refused (403)
             return
         await ws.accept()
-        call = _Call()
+        call = _Call(ticket=ticket)
+        refused = self.open.take(ticket.caller)
+        if refused is not None:
+            await self._close(ws, call, CLOSE_TRY_LATER, refused, "capacity")
+            return
         try:
-            while True:
-                await self._message(ws, call, await ws.receive_text())
+            await self._serve(ws, call)
+        finally:
+            self.open.release(ticket.caller)
+
+    async def _serve(self, ws: WebSocket, call: _Call) -> None:
+        try:
+            while (raw := await self._receive(ws, call)) is not None and await self._message(ws, call, raw):
+                pass
         except WebSocketDisconnect:
+            pass
+        finally:
             if call.sink is not None and call.task is not None and not call.task.done():
                 call.sink.cut(None)  # the transcript keeps what was said; nothing is said again
-        finally:
             running = [*call.tasks, *([call.expected] if call.expected is not None else [])]
             if running:
                 await asyncio.gather(*running, return_exceptions=True)
 
-    async def _message(self, ws: WebSocket, call: _Call, raw: str) -> None:
+    async def _receive(self, ws: WebSocket, call: _Call) -> str | bytes | None:
+        """The next frame; None once the socket is closed for sending no ``setup`` or going quiet."""
+        while True:
+            waiting = call.sid is None
+            settings = self.settings
+            timeout = settings.twilio_relay_setup_timeout_s if waiting else settings.twilio_relay_idle_timeout_s
+            try:
+                message = await asyncio.wait_for(ws.receive(), timeout)
+            except TimeoutError:
+                if not waiting and call.tasks:
+                    continue  # a reply is still being spoken: the call is not idle
+                reason = f"no setup within {timeout:g} s" if waiting else f"idle for {timeout:g} s"
+                await self._close(ws, call, CLOSE_POLICY if waiting else CLOSE_IDLE, reason,
+                                  "setup" if waiting else "idle")
+                return None
+            if message["type"] == "websocket.disconnect":
+                raise WebSocketDisconnect(message.get("code", 1000))
+            text = message.get("text")
+            return text if text is not None else message.get("bytes") or b""
+
+    async def _close(self, ws: WebSocket, call: _Call, code: int, reason: str, counted_as: str) -> None:
+        self.context.metrics.rejected.labels(CHANNEL, counted_as).inc()
+        log.warning("relay socket of call %s closed (%d): %s", call.ticket.call_sid, code, reason)
+        with suppress(RuntimeError, WebSocketDisconnect):  # the other side may have gone already
+            await ws.close(code=code, reason=reason.encode()[:120].decode(errors="ignore"))
+
+    async def _frame(self, ws: WebSocket, call: _Call, raw: str | bytes) -> dict | None:
+        """The frame as a JSON object; None after closing the socket on one that is too big or not one."""
+        size = len(raw) if isinstance(raw, bytes) else len(raw.encode(errors="replace"))
+        limit = self.settings.twilio_relay_max_frame_bytes
+        if size > limit:
+            await self._close(ws, call, CLOSE_TOO_BIG, f"frame of {size} bytes; the limit is {limit}", "frame")
+            return None
         try:
-            message = json.loads(raw)
-            kind = message.get("type") if isinstance(message, dict) else None
-        except ValueError:
-            kind = None
+            message = decode_json(raw, where="frame")
+        except InvalidJSON as exc:
+            await self._close(ws, call, CLOSE_BAD_DATA, exc.message, "frame")
+            return None
+        if not isinstance(message, dict):
+            await self._close(ws, call, CLOSE_BAD_DATA, "frame: not a JSON object", "frame")
+            return None
+        return message
+
+    async def _message(self, ws: WebSocket, call: _Call, raw: str | bytes) -> bool:
+        """Act on one frame; False once the socket is closed."""
+        message = await self._frame(ws, call, raw)
+        if message is None:
+            return False
+        kind = message.get("type")
         if kind == "setup":
-            call.sid = str(message.get("callSid") or "") or None
-            call.caller = str(message.get("from") or "")
-            log.info("relay session for call %s", call.sid)
-            if call.caller and call.expected is None:
-                call.expected = asyncio.ensure_future(self._expect(call))  # not a reply: not in ``tasks``' bound
-        elif kind == "prompt":
-            if message.get("last", True) is not True:
-                return  # partial transcripts: act on the final one
-            text = str(message.get("voicePrompt") or "").strip()
-            if not text or call.sid is None:
-                log.warning("relay prompt ignored: %s", "no setup yet" if call.sid is None else "empty")
-                return
-            if len(call.tasks) >= MAX_TURNS_IN_FLIGHT:  # prompts faster than replies can even stop
-                self.context.metrics.rejected.labels(CHANNEL, "busy").inc()
-                log.warning("relay prompt refused on call %s: %d replies of this call are still running",
-                            call.sid, len(call.tasks))
-                return
-            if call.sink is not None and call.task is not None and not call.task.done():
-                call.sink.cut(None)  # a new prompt while the last reply still speaks: that reply stops here
-            call.sink = RelaySink(ws)
-            call.task = asyncio.ensure_future(self._turn(ws, call, call.sink, text))
-            call.tasks.add(call.task)
-            call.task.add_done_callback(call.tasks.discard)
+            return await self._setup(ws, call, message)
+        if kind == "prompt":
+            self._prompt(ws, call, message)
         elif kind == "interrupt":
             if call.sink is not None:
                 heard = message.get("utteranceUntilInterrupt")
@@ -200,9 +278,49 @@ class TwilioRelayAdapter:
         elif kind in ("dtmf", "info"):
             log.info("relay %s on call %s: %s", kind, call.sid, message.get("digit", ""))
         elif kind == "error":
-            log.warning("relay error on call %s: %s", call.sid, message.get("description", message))
+            log.warning("relay error on call %s: %.200s", call.sid, message.get("description", message))
         else:
             log.warning("relay message ignored (not a ConversationRelay message): %.200s", raw)
+        return True
+
+    async def _setup(self, ws: WebSocket, call: _Call, message: dict) -> bool:
+        """The call and caller are the ticket's (from the signed webhook); a setup naming others is refused."""
+        sid, caller = str(message.get("callSid") or ""), str(message.get("from") or "")
+        if (sid, caller) != (call.ticket.call_sid, call.ticket.caller):
+            log.warning("relay setup refused: it names call %.64s%s, the socket's ticket is for call %s",
+                        sid, "" if caller == call.ticket.caller else " and another caller", call.ticket.call_sid)
+            await self._close(ws, call, CLOSE_POLICY, "setup names another call or caller than this socket's call",
+                              "setup")
+            return False
+        call.sid, call.caller = sid, caller
+        log.info("relay session for call %s", call.sid)
+        if call.caller and call.expected is None:
+            call.expected = asyncio.ensure_future(self._expect(call))  # not a reply: not in ``tasks``' bound
+        return True
+
+    def _prompt(self, ws: WebSocket, call: _Call, message: dict) -> None:
+        if message.get("last", True) is not True:
+            return  # partial transcripts: act on the final one
+        text = str(message.get("voicePrompt") or "").strip()
+        if not text or call.sid is None:
+            log.warning("relay prompt ignored: %s", "no setup yet" if call.sid is None else "empty")
+            return
+        limit = self.settings.max_message_chars
+        if len(text) > limit:
+            self.context.metrics.rejected.labels(CHANNEL, "too_long").inc()
+            log.warning("relay prompt refused on call %s: %d characters; the limit is %d", call.sid, len(text), limit)
+            return
+        if len(call.tasks) >= MAX_TURNS_IN_FLIGHT:  # prompts faster than replies can even stop
+            self.context.metrics.rejected.labels(CHANNEL, "busy").inc()
+            log.warning("relay prompt refused on call %s: %d replies of this call are still running",
+                        call.sid, len(call.tasks))
+            return
+        if call.sink is not None and call.task is not None and not call.task.done():
+            call.sink.cut(None)  # a new prompt while the last reply still speaks: that reply stops here
+        call.sink = RelaySink(ws)
+        call.task = asyncio.ensure_future(self._turn(ws, call, call.sink, text))
+        call.tasks.add(call.task)
+        call.task.add_done_callback(call.tasks.discard)
 
     async def _expect(self, call: _Call) -> None:
         try:

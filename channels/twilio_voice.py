@@ -22,7 +22,7 @@ from twilio.twiml.voice_response import Connect, ConversationRelay, Gather, Voic
 from channels import webhook_docs
 from channels.delivery import turn_runner
 from channels.render import render
-from channels.twilio_relay import relay_url
+from channels.twilio_relay_tickets import issue_relay_url
 from channels.twilio_rest import CallWebhook, twilio_configured, verified_form
 from gateway.channel import (
     BadRequest,
@@ -116,14 +116,16 @@ class TwilioVoiceAdapter:
         call = await self._call(request)
         log.info("incoming call %s", call.call_sid)
         if self.settings.twilio_voice_mode == "relay":
-            return self._relay(VoiceResponse(), call, self.settings.voice_greeting)
+            return await self._relay(VoiceResponse(), call, self.settings.voice_greeting)
         return self._listen(VoiceResponse(), self.settings.voice_greeting, 1)
 
-    def _relay(self, response: VoiceResponse, call: CallWebhook, greeting: str) -> Response:
-        """Hand the call to ConversationRelay: Twilio does speech both ways, our socket writes the replies."""
+    async def _relay(self, response: VoiceResponse, call: CallWebhook, greeting: str) -> Response:
+        """Hand the call to ConversationRelay: Twilio does speech both ways, our socket writes the replies.
+        The socket's URL carries a single-use ticket for this call and caller (``twilio_relay_tickets``)."""
         connect = Connect(action=self._url(RELAY_ENDED_PATH), method="POST")
         options = {"voice": self.settings.twilio_relay_voice} if self.settings.twilio_relay_voice else {}
-        relay = ConversationRelay(url=relay_url(self.settings.public_url), welcome_greeting=greeting,
+        url = await issue_relay_url(self.context, call.call_sid, call.from_)
+        relay = ConversationRelay(url=url, welcome_greeting=greeting,
                                   language=self.settings.voice_language, interruptible="any", **options)
         relay.parameter(name="caller", value=call.from_)
         connect.append(relay)
@@ -146,7 +148,7 @@ class TwilioVoiceAdapter:
             log.info("call %s: handed off to %s", call.call_sid, number)
             response.dial(number)
             return self._twiml(response)
-        return self._relay(response, call, self.settings.twilio_handoff_unavailable)
+        return await self._relay(response, call, self.settings.twilio_handoff_unavailable)
 
     async def turn(self, request: Request, n: int = 1, quiet: int = 0, wait: int = 0) -> Response:
         call = await self._call(request)

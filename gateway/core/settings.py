@@ -581,6 +581,21 @@ class Settings(BaseSettings):
     twilio_handoff_unavailable: str = Field(
         "I'm sorry, no one is available to take your call right now. I can keep helping you.", description=(
             "What a relay caller hears on asking for a person when no handoff number is set."))
+    # relay (issue 38): each socket bound to its call, and bounded
+    twilio_relay_ticket_ttl_s: float = Field(default=60.0, gt=0, description=(
+        "How long the single-use ticket in a call's `<ConversationRelay url>` (issued by the signed voice "
+        "webhook) can open the relay socket; used or expired, it opens nothing."))
+    twilio_relay_setup_timeout_s: float = Field(default=5.0, gt=0, description=(
+        "A relay socket that sends no `setup` within this is closed (1008)."))
+    twilio_relay_idle_timeout_s: float = Field(default=300.0, gt=0, description=(
+        "A relay socket that sends nothing for this long while no reply is running is closed (1000)."))
+    twilio_relay_max_sockets: int = Field(default=200, ge=1, description=(
+        "Relay sockets one gateway process holds at once; one more is closed at once (1013)."))
+    twilio_relay_max_sockets_per_caller: int = Field(default=3, ge=1, description=(
+        "Relay sockets one caller number holds at once in one gateway process; one more is closed (1013)."))
+    twilio_relay_max_frame_bytes: int = Field(default=64 * 1024, ge=1024, description=(
+        "Largest relay message (a frame) accepted; a larger one closes the socket (1009). A prompt's text "
+        "is limited by SWITCHBOARD_MAX_MESSAGE_CHARS."))
 
     @field_validator("secret_key")
     @classmethod

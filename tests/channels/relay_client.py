@@ -1,26 +1,58 @@
-"""A fake ConversationRelay client: Twilio's side of a call's WebSocket, signed as Twilio signs it."""
+"""A fake ConversationRelay client: Twilio's side of a call's WebSocket, as Twilio opens it.
+
+Twilio posts the incoming-call webhook (signed), reads the ``<ConversationRelay url>`` from the TwiML
+answer (it carries the call's single-use ticket) and opens that URL with ``X-Twilio-Signature``
+computed over the whole URL, query included."""
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import time
 from urllib.parse import urlparse
 
+import httpx
 from twilio.request_validator import RequestValidator
 from websockets.sync.client import connect
 
-from channels.twilio_relay import relay_url
 from tests.channels import vendors
 from tests.fakes import twilio_api
 
 CALL_SID = "CA" + "1" * 32
+_RELAY_URL = re.compile(r'<ConversationRelay [^>]*\burl="([^"]+)"')
 
 
-def socket(live, signed: bool = True):
-    url = relay_url(vendors.PUBLIC_URL)
-    headers = {"X-Twilio-Signature": RequestValidator(twilio_api.AUTH_TOKEN).compute_signature(url, {})}
-    local = f"ws://{urlparse(live.url).netloc}{urlparse(url).path}"
-    return connect(local, additional_headers=headers if signed else {}, open_timeout=10)
+def relay_url_of(twiml: str) -> str:
+    found = _RELAY_URL.search(twiml)
+    assert found, f"no <ConversationRelay url> in {twiml!r}"
+    return html.unescape(found.group(1))
+
+
+def incoming_call(live, call_sid: str = CALL_SID, caller: str = vendors.CALLER) -> str:
+    """Twilio's signed incoming-call webhook for this call: the relay URL its answer names."""
+    with httpx.Client(base_url=live.url, timeout=10) as client:
+        answer = vendors.post_twilio(client, "/channels/twilio/voice", vendors.call_params(call_sid, sender=caller))
+    assert answer.status_code == 200, answer.text
+    return relay_url_of(answer.text)
+
+
+def signature(url: str, token: str = twilio_api.AUTH_TOKEN) -> str:
+    return RequestValidator(token).compute_signature(url, {})
+
+
+def open_url(live, url: str, headers: dict[str, str] | None = None, **options):
+    """Open ``url`` (as Twilio was told it) on the live gateway, with ``headers`` as they are."""
+    parts = urlparse(url)
+    local = f"ws://{urlparse(live.url).netloc}{parts.path}" + (f"?{parts.query}" if parts.query else "")
+    return connect(local, additional_headers=headers or {}, open_timeout=10, **options)
+
+
+def socket(live, call_sid: str = CALL_SID, caller: str = vendors.CALLER, *, url: str | None = None,
+           signed: bool = True, **options):
+    """A relay socket for a call, opened as Twilio opens it (a fresh call's URL unless ``url`` is given)."""
+    url = url or incoming_call(live, call_sid, caller)
+    return open_url(live, url, {"X-Twilio-Signature": signature(url)} if signed else {}, **options)
 
 
 def setup(ws, call_sid: str = CALL_SID, caller: str = vendors.CALLER) -> None:

@@ -5,18 +5,14 @@ from __future__ import annotations
 
 import json
 import time
-from urllib.parse import urlparse
 
 import httpx
 import pytest
-from twilio.request_validator import RequestValidator
 from websockets.exceptions import InvalidStatus
-from websockets.sync.client import connect
 
-from channels.twilio_relay import relay_url
 from gateway.core.models import Role
 from tests.channels import vendors
-from tests.channels.relay_client import CALL_SID
+from tests.channels.relay_client import CALL_SID, incoming_call, open_url, relay_url_of, signature
 from tests.channels.relay_client import prompt as _prompt
 from tests.channels.relay_client import setup as _setup
 from tests.channels.relay_client import socket as _socket
@@ -40,7 +36,8 @@ def test_the_voice_webhook_connects_the_call_to_the_relay(client):
     answer = vendors.post_twilio(client, "/channels/twilio/voice", vendors.call_params(CALL_SID))
     assert answer.status_code == 200
     assert '<Connect action="https://bot.example.com/channels/twilio/voice/relay-ended" method="POST">' in answer.text
-    assert 'url="wss://bot.example.com/channels/twilio/relay"' in answer.text and 'interruptible="any"' in answer.text
+    assert relay_url_of(answer.text).startswith("wss://bot.example.com/channels/twilio/relay?ticket=")
+    assert 'interruptible="any"' in answer.text
     assert f'<Parameter name="caller" value="{vendors.CALLER}" />' in answer.text
 
 
@@ -48,11 +45,9 @@ def test_an_unsigned_or_wrongly_signed_upgrade_is_refused(live, fake_openai):
     with pytest.raises(InvalidStatus):
         with _socket(live, signed=False):
             pass
-    url = relay_url(vendors.PUBLIC_URL)
-    forged = RequestValidator("not-the-token").compute_signature(url, {})
+    url = incoming_call(live)
     with pytest.raises(InvalidStatus):
-        connect(f"ws://{urlparse(live.url).netloc}/channels/twilio/relay",
-                additional_headers={"X-Twilio-Signature": forged}, open_timeout=10)
+        open_url(live, url, {"X-Twilio-Signature": signature(url, "not-the-token")})
     assert fake_openai.chat_requests() == []
 
 
@@ -62,8 +57,7 @@ def test_tokens_stream_while_the_model_writes_and_carry_the_knowledge(live, clie
     fake_openai.script_reply(REPLY)
     with _socket(live) as ws:
         _setup(ws)
-        ws.send("not json")  # logged and ignored, never fatal
-        ws.send(json.dumps({"type": "wat"}))
+        ws.send(json.dumps({"type": "wat"}))  # logged and ignored, never fatal
         _prompt(ws, "Do you offer guided tours?")
         got = _tokens(ws)
     texts = [m for _, m in got if m["type"] == "text"]

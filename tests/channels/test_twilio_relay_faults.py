@@ -45,7 +45,7 @@ def test_a_dropped_socket_keeps_what_was_said_and_a_second_socket_resumes_the_ca
     requests = len(fake_openai.chat_requests())
     fake_openai.script_reply("You are Ada.")
     with socket(live) as ws:
-        setup(ws)  # Twilio reconnects the same call
+        setup(ws)  # the same call on a second socket (its URL from a new signed webhook for the call)
         assert tokens(ws, until_last=False, timeout=0.8) == []  # nothing of the old reply is said again
         prompt(ws, "What is my name?")
         again = tokens(ws)
@@ -61,7 +61,7 @@ def test_two_calls_at_once_share_nothing_a_cut_in_one_leaves_the_other_whole(liv
     fake_openai.chunk_chars, fake_openai.chunk_delay_s = 5, 0.04  # unscripted: each call hears its echo
     first = "alpha one two three four five six seven eight nine ten eleven twelve"
     second = "bravo one two three four five six seven eight nine ten eleven twelve"
-    with socket(live) as a, socket(live) as b:
+    with socket(live) as a, socket(live, OTHER_CALL, OTHER_CALLER) as b:
         setup(a)
         setup(b, call_sid=OTHER_CALL, caller=OTHER_CALLER)
         prompt(a, first)

@@ -20,7 +20,7 @@ def channel_overrides() -> dict:
 
 def test_setup_resolves_a_new_caller_before_the_first_prompt(live, fake_openai, stored):
     fake_openai.script_reply("Yes, every Saturday at half past ten.")
-    with socket(live) as ws:
+    with socket(live, NEW_CALL, NEW_CALLER) as ws:
         assert stored.persona_id(f"phone:{NEW_CALLER}") is None
         setup(ws, NEW_CALL, NEW_CALLER)
         wait_until(lambda: stored.persona_id(f"phone:{NEW_CALLER}") is not None, timeout=5)
