@@ -89,7 +89,7 @@ def test_a_ticket_not_used_in_time_opens_nothing(live, client):
 
 
 def test_a_setup_naming_another_caller_is_refused_before_it_reads_their_history(live, client, fake_openai,
-                                                                                  stored):
+                                                                                  stored, caplog):
     fake_openai.script_reply("Noted.")
     sms = vendors.post_twilio(client, "/channels/twilio/sms", vendors.sms_params("my card PIN is 4321",
                                                                                sender=VICTIM))
@@ -108,6 +108,9 @@ def test_a_setup_naming_another_caller_is_refused_before_it_reads_their_history(
         closed = _closed(ws)
     assert closed.rcvd.code == 1008
     assert metric(client, REFUSED_SETUP) == refused + 2
+    logged = [r.getMessage() for r in caplog.records if r.name == "channels.twilio_relay"]
+    assert any(f"relay setup refused: it names call {CALL_SID} and another caller" in line for line in logged)
+    assert VICTIM not in "\n".join(logged)  # the claimed number is not written to the log
     time.sleep(0.3)
     assert len(fake_openai.chat_requests()) == requests  # no turn ran: the PIN reached no prompt
     assert "4321" not in json.dumps([r["body"]["messages"] for r in fake_openai.chat_requests()[requests:]])
