@@ -98,8 +98,8 @@ class RelaySink:
             await self._send(token, last=False)
 
     async def deliver(self, text: str) -> DeliveryReport:
-        if self.interrupted.is_set():
-            return DeliveryReport(delivered=True)  # what was heard is stored; nothing more is said
+        if self.interrupted.is_set():  # what was heard is stored, marked interrupted; nothing more is said
+            return DeliveryReport(delivered=True, interrupted=True)
         tail = self.words.rest() if self.streamed else speakable(text)
         try:
             await self._send(tail, last=True)
@@ -332,15 +332,14 @@ class TwilioRelayAdapter:
         try:
             if call.expected is not None and not call.expected.done():
                 await asyncio.wait([call.expected])  # one resolution of a new caller, not two racing
-            if not self.capabilities.handoff and self._asks_for_person(text):
-                await ws.send_json({"type": "text", "token": self.settings.twilio_handoff_unavailable, "last": True})
-                return
             inbound = InboundMessage(channel=CHANNEL, external_user_id=call.caller,
                                      external_message_id=f"{call.sid}:{uuid.uuid4().hex}",
                                      identity=f"phone:{call.caller}", text=text, thread=call.sid or "")
             turn = await self.context.pipeline.accept(inbound, rag_mode=self.capabilities.rag_mode)
             if turn is None:
                 return
+            if not self.capabilities.handoff and self._asks_for_person(text):
+                turn.answer = self.settings.twilio_handoff_unavailable  # no one to transfer to: no model either
             outcome = await self.context.pipeline.run(turn, sink)
             if outcome.turn.trace.handoff and not sink.interrupted.is_set():
                 await ws.send_json({"type": "end", "handoffData": _HANDOFF_DATA})

@@ -45,6 +45,9 @@ class DeliveryStatus(StrEnum):
     # A turn resumed after its process died while sending, on a channel with no idempotency key: the reply
     # may or may not have reached the user, and it is not sent again (it could arrive twice).
     UNCERTAIN = "uncertain"
+    # The listener cut the reply off (a caller speaking over it, a call's socket dropping): the stored text
+    # is what went out before that, not what the model wrote.
+    INTERRUPTED = "interrupted"
 
 
 class Attachment(BaseModel):

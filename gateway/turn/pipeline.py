@@ -108,11 +108,14 @@ class Turn:
     prompt_read: list | None = None  # the prompt assembler's reads (``PromptAssembler.read_into``)
     # Writes a stage leaves for the turn's closing round trip (the RAG context stored as an attribute).
     closing: list[Callable[[Pipeline], None]] = field(default_factory=list)
+    # A reply its channel decided without the model (a relay caller asking for a person when no one can take
+    # the call): stored and delivered like any reply; None: the model answers.
+    answer: str | None = None
 
     # What ``run`` works out again from the store when it starts; everything else is saved.
     RECOMPUTED = frozenset({"memory", "recent", "rag", "hits", "agentic", "kbs", "citations", "sources",
                             "prompt_variables", "plan", "fetched", "conversation_meta", "prompt_read",
-                            "closing"})
+                            "closing", "answer"})
 
     def snapshot(self) -> str:
         """The accepted turn as JSON, to run it in another process (after a crash)."""
@@ -384,6 +387,8 @@ class TurnPipeline:
             elif wants_person:
                 turn.trace.handoff = "the user asked for a person"
                 reply = Reply(text=self.settings.handoff_message, responder="handoff")
+            elif turn.answer is not None:
+                reply = Reply(text=turn.answer, responder="channel")
             else:
                 # One deadline for the whole turn: context (retrieval, the search LLM) may use half of it,
                 # the reply (with its retries) what is left; past it the user gets the fallback message.
@@ -482,7 +487,8 @@ class TurnPipeline:
             )
         if intent is SendIntent.FIRST or isinstance(sink, IdempotentSink):
             delivery = await self._deliver(sink, planned.text, key=turn.trace.turn_id)
-            agent_message.delivery = DeliveryStatus.DELIVERED if delivery.delivered else DeliveryStatus.FAILED
+            agent_message.delivery = (DeliveryStatus.INTERRUPTED if delivery.interrupted
+                                      else DeliveryStatus.DELIVERED if delivery.delivered else DeliveryStatus.FAILED)
             agent_message.delivery_error = delivery.error
         else:
             why = "resumed after its process stopped while sending: not sent again (no idempotency key)"

@@ -44,6 +44,7 @@ class DeliveryReport:
     external_ids: tuple[str, ...] = ()
     error: str | None = None
     retryable: bool = False  # it failed for a reason that may pass (vendor 5xx, network, rate limit)
+    interrupted: bool = False  # cut off by the listener (a caller barging in): only part of it went out
 
 
 @runtime_checkable
