@@ -169,28 +169,35 @@ class TwilioRelayAdapter:
     async def stop(self) -> None:
         pass
 
-    def _signed(self, ws: WebSocket) -> bool:
-        """Twilio signs the URL it was given, the ticket's query included."""
-        token = self.settings.twilio_auth_token
+    @staticmethod
+    def _signed(ws: WebSocket, public_url: str, auth_token: str | None) -> bool:
+        """Twilio signs the URL it was given: this path under the public URL, the ticket's query included."""
         signature = ws.headers.get(SIGNATURE_HEADER, "")
-        url = relay_url(self.settings.public_url) + (f"?{ws.url.query}" if ws.url.query else "")
-        return bool(token and signature and RequestValidator(token.get_secret_value()).validate(url, {}, signature))
+        url = relay_url(public_url, ws.url.path) + (f"?{ws.url.query}" if ws.url.query else "")
+        return bool(auth_token and signature and RequestValidator(auth_token).validate(url, {}, signature))
 
-    async def _admit(self, ws: WebSocket) -> RelayTicket | None:
+    async def _admit(self, ws: WebSocket, auth_token: str | None, connection_id: str | None) -> RelayTicket | None:
         """The call this upgrade may serve; None (counted and logged) when it may serve none."""
-        if not self._signed(ws):
+        if not self._signed(ws, self.settings.public_url, auth_token):
             self.context.metrics.rejected.labels(CHANNEL, "signature").inc()
             log.warning("relay socket refused: missing or wrong %s", SIGNATURE_HEADER)
             return None
         ticket = await self.tickets.consume(ws.query_params.get(TICKET_PARAM, ""))
-        if ticket is None or ticket.connection_id is not None:  # a connection's call has its own socket
+        if ticket is None or ticket.connection_id != connection_id:  # a ticket opens its own number's socket
             self.context.metrics.rejected.labels(CHANNEL, "ticket").inc()
-            log.warning("relay socket refused: no ticket, or one unknown, expired or already used")
+            log.warning("relay socket refused: no ticket, or one unknown, expired, already used or for another number")
             return None
         return ticket
 
     async def socket(self, ws: WebSocket) -> None:
-        ticket = await self._admit(ws)
+        """The environment number's calls (``SWITCHBOARD_TWILIO_AUTH_TOKEN`` signs them)."""
+        token = self.settings.twilio_auth_token
+        await self.serve(ws, token.get_secret_value() if token is not None else None)
+
+    async def serve(self, ws: WebSocket, auth_token: str | None, connection_id: str | None = None) -> None:
+        """One relay socket, signed with ``auth_token`` (a connection's account, or the environment's) and
+        opened with a ticket ``issue_relay_url`` gave for ``connection_id``'s call (None: the environment's)."""
+        ticket = await self._admit(ws, auth_token, connection_id)
         if ticket is None:
             await ws.close(code=CLOSE_POLICY)  # before the accept: the upgrade is refused (403)
             return
