@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Literal, get_args
 
@@ -9,12 +10,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gateway.core.models import new_id, utcnow
 
-__all__ = ["DEFAULT_ID", "KINDS", "REQUIRED", "SECRET_FIELDS", "Connection", "ConnectionStatus", "Kind", "mask",
-           "webhook_path"]
+__all__ = ["DEFAULT_ID", "KINDS", "REQUIRED", "SECRET_FIELDS", "Connection", "ConnectionStatus", "Kind",
+           "is_connection_id", "mask", "webhook_path"]
 
 Kind = Literal["telegram", "slack", "twilio_sms", "twilio_voice", "whatsapp"]
 KINDS: tuple[str, ...] = get_args(Kind)
 DEFAULT_ID = "default"  # the environment-configured channels, listed read-only
+# What ``Connection.id`` makes (12 hex digits). Anything else names no connection and is refused before
+# Redis is asked: ``<id>:status`` would otherwise read the status hash as a record (WRONGTYPE, a 500).
+_ID_SHAPE = re.compile(r"[0-9a-f]{12}")
 
 # What an operator gives for each kind (the Telegram webhook secret the gateway makes itself).
 REQUIRED: dict[str, tuple[str, ...]] = {
@@ -48,6 +52,10 @@ def webhook_path(kind: str, connection_id: str) -> str:
     if connection_id == DEFAULT_ID:
         return _ENVIRONMENT_PATHS[kind]
     return _PATHS[kind].format(id=connection_id)
+
+
+def is_connection_id(value: str) -> bool:
+    return _ID_SHAPE.fullmatch(value) is not None
 
 
 def mask(value: str) -> str:

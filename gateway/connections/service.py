@@ -8,6 +8,7 @@ is stored disabled with the error in its status, to be verified again later.
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 from typing import Any
 
@@ -24,6 +25,9 @@ from gateway.core.settings import Settings
 __all__ = ["ConnectionCreate", "ConnectionPatch", "Connections"]
 
 log = logging.getLogger(__name__)
+# A Telegram bot token is ``<bot id>:<secret>``; aiogram refuses any other shape (a space, no colon, a
+# non-digit id) with an exception of its own, so it is refused here first, as input, naming the field.
+_TELEGRAM_TOKEN = re.compile(r"[0-9]+:[A-Za-z0-9_-]+")
 
 
 class ConnectionCreate(BaseModel):
@@ -57,6 +61,9 @@ def _check_credentials(kind: str, credentials: dict[str, str]) -> None:
     unknown = sorted(set(credentials) - set(REQUIRED[kind]))
     if unknown:
         raise InvalidInput(f"credentials.{unknown[0]}: not a {kind} credential (expected {', '.join(REQUIRED[kind])})")
+    if kind == "telegram" and not _TELEGRAM_TOKEN.fullmatch(credentials["bot_token"]):
+        raise InvalidInput("credentials.bot_token: not a Telegram bot token (written <bot id>:<secret>, "
+                           "as @BotFather gives it)")
     if kind == "whatsapp" and not credentials["sender"].startswith("whatsapp:+"):
         raise InvalidInput("credentials.sender: a WhatsApp sender is written whatsapp:+<number>")
 

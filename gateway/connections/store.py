@@ -15,7 +15,7 @@ from datetime import datetime
 
 from pydantic import BaseModel
 
-from gateway.connections.model import Connection, ConnectionStatus
+from gateway.connections.model import Connection, ConnectionStatus, is_connection_id
 from gateway.connections.secrets import CredentialBox, UnreadableCredentials
 from gateway.conversation.store import RedisStore
 from gateway.core.errors import NotFound
@@ -54,7 +54,7 @@ class ConnectionStore:
 
     # -- reading -------------------------------------------------------------------------------
     async def get(self, connection_id: str, *, with_status: bool = True) -> Connection:
-        raw = await self.redis.get(self._key(connection_id))
+        raw = await self.redis.get(self._key(connection_id)) if is_connection_id(connection_id) else None
         if raw is None:
             raise NotFound(f"no connection {connection_id!r}; GET /api/connections lists them")
         connection = self._open(raw)
@@ -64,6 +64,8 @@ class ConnectionStore:
 
     async def find(self, connection_id: str) -> Connection | None:
         """The connection a webhook names, for routing (one round trip); None when there is none."""
+        if not is_connection_id(connection_id):
+            return None
         raw = await self.redis.get(self._key(connection_id))
         if raw is None:
             return None

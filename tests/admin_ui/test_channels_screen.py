@@ -75,3 +75,14 @@ def test_edit_keeps_the_stored_token_when_the_field_is_empty(admin, fake_telegra
     shown = admin.get(path).text
     assert "<h1>After</h1>" in shown and f"••••{token[-4:]}" in shown and token not in shown
     assert len(fake_telegram.recorder.received("getMe")) == 1  # nothing to verify again: same token
+
+
+@pytest.mark.parametrize("token", ["not-a-token", "123:abc def", "12a:AAF-token_part"])
+def test_a_malformed_token_is_shown_next_to_the_form_not_a_500(admin, fake_telegram, token):
+    csrf = csrf_of(admin.get("/admin/channels").text)
+    answer = admin.post("/admin/channels", data={"csrf_token": csrf, "kind": "telegram", "name": "Typo bot",
+                                                 "bot_token": token, "agent": ""})
+    assert answer.status_code == 422
+    assert "credentials.bot_token: not a Telegram bot token" in answer.text and 'value="Typo bot"' in answer.text
+    assert token not in answer.text and fake_telegram.recorder.calls == []
+    assert admin.get("/api/connections", headers=ADMIN).json()["connections"] == []
