@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import re
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
@@ -38,7 +39,7 @@ from rag_core.knowledge_base import KnowledgeBase
 from rag_core.topic import RAG_CONTEXT_LABEL, Topic
 
 # Bump when the way chunks become topics changes, so every document is re-shaped on its next ingest.
-TOPIC_SHAPE = 1
+TOPIC_SHAPE = 2
 MAX_TITLE_CHARS = 1000
 STOPPED = "stopped before it finished (the request was cancelled or the gateway was stopping); upload it again"
 LockFactory = Callable[[str], AbstractAsyncContextManager[None]]
@@ -83,12 +84,14 @@ def chunk_topics(
 ) -> list[Topic]:
     """One topic per chunk: title = document title + heading path, facts = the heading path, the
     chunk text as summary, linked to its neighbours. A chunk under no heading, in a document titled
-    only by its file name, is titled by its first sentence."""
+    only by its file name, is titled by its first sentence. Of a title and a top heading that repeats
+    or contains it (or that it contains), only the longer is kept."""
     topics = []
     for position, chunk in enumerate(chunks):
         number = position + 1
         if chunk.heading_path or chunk.title or not document.title_from_name:
-            trail = [document.title, *chunk.heading_path, *([chunk.title] if chunk.title else [])]
+            lead = [] if document.title_is_heading and chunk.heading_path else [document.title]
+            trail = [*_one_title(lead, list(chunk.heading_path)), *([chunk.title] if chunk.title else [])]
         else:
             trail = [_first_sentence(chunk.text)]
         title = " › ".join(part for part in trail if part)[:MAX_TITLE_CHARS] or document.title or "untitled"
@@ -103,6 +106,24 @@ def chunk_topics(
             next_source=chunk_source(doc_id, number + 1) if number < len(chunks) else None,
         ))
     return topics
+
+
+def _one_title(lead: list[str], path: list[str]) -> list[str]:
+    """``lead + path``, without the document title when the top heading says it again (or the top
+    heading when the title says more): "Handbook" and "Clay Corner Studio - Customer handbook"."""
+    if not (lead and lead[0] and path):
+        return [*lead, *path]
+    title, top = lead[0], path[0]
+    if _says(top, title):
+        return path
+    if _says(title, top):
+        return [title, *path[1:]]
+    return [title, *path]
+
+
+def _says(longer: str, shorter: str) -> bool:
+    """Whether ``longer`` contains ``shorter`` as whole words, any case."""
+    return re.search(rf"(?<!\w){re.escape(shorter.strip())}(?!\w)", longer, re.IGNORECASE) is not None
 
 
 def _first_sentence(text: str, limit: int = 80) -> str:

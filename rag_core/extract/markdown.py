@@ -101,10 +101,14 @@ def parse_blocks(text: str) -> list[Block]:
 
 
 def document_from_blocks(fmt: str, blocks: list[Block], stem: str, warnings: list[str]) -> ExtractedDocument:
-    """The first H1 becomes the title (and leaves the body); otherwise the file name's stem."""
-    for index, block in enumerate(blocks):
-        if block.kind == "heading" and block.level == 1:
-            return ExtractedDocument(fmt, block.text, blocks[:index] + blocks[index + 1:], warnings=warnings)
+    """The first H1 becomes the title (and leaves the body); otherwise the file name's stem. With several
+    H1s each is a part of its own: the first names the document and stays a heading like the others."""
+    top = [index for index, block in enumerate(blocks) if block.kind == "heading" and block.level == 1]
+    if len(top) > 1:
+        return ExtractedDocument(fmt, blocks[top[0]].text, blocks, warnings=warnings, title_is_heading=True)
+    if top:
+        index = top[0]
+        return ExtractedDocument(fmt, blocks[index].text, blocks[:index] + blocks[index + 1:], warnings=warnings)
     return ExtractedDocument(fmt, stem, blocks, warnings=warnings)
 
 

@@ -24,3 +24,6 @@ class ExtractedDocument:
     pages: int | None = None
     warnings: list[str] = field(default_factory=list)
     title_from_name: bool = False  # the title is only the file name: chunks under no heading are named otherwise
+    # The title is the first of several top-level headings, kept in the body: each of them starts its own
+    # heading path, and the title prefixes none of them (a Markdown file with more than one ``#``).
+    title_is_heading: bool = False

@@ -195,9 +195,11 @@ def test_damaged_files_and_pathological_lines_are_refused_or_read_quickly():
     assert time.perf_counter() - started < 30  # a hang guard: one backtracking regex took minutes per line
 
 
-def _styled_pdf(parts: list[tuple[str, str, int]], outline: list[str] = ()) -> bytes:
+def _styled_pdf(parts: list[tuple[str, str, int]], outline: list[str] = (), title: str | None = None) -> bytes:
     """A PDF set as a word processor prints it without heading styles: (font style, text, size)."""
     pdf = FPDF()
+    if title:
+        pdf.set_title(title)
     pdf.add_page()
     for style, text, size in parts:
         if text in outline:
@@ -247,3 +249,35 @@ def test_a_pdf_without_any_structure_titles_its_chunks_by_their_first_sentence()
     assert [t.title for t in topics] == ["Glazes are food safe once fired.",
                                          "The studio closes in August for the holidays."]
     assert not any("scan-2024-03" in t.title for t in topics)
+
+
+def test_a_pdf_title_said_again_by_its_top_heading_is_kept_once():
+    from rag_core.chunking import ChunkingOptions, chunk_document
+    from rag_core.document_ingestion import chunk_topics
+
+    data = _styled_pdf([
+        ("B", "Clay Corner Studio - Customer handbook", 20),
+        ("B", "Membership", 15), ("", "A membership costs 60 euros a month and includes shelf space.", 11),
+        ("B", "Firing", 15), ("", "We fire glazed pieces on Fridays at 1240 degrees.", 11),
+    ], title="Handbook")
+    doc = extract(data, "handbook.pdf")
+    topics = chunk_topics("d1", doc, chunk_document(doc, ChunkingOptions(chunk_tokens=64, overlap_tokens=0)))
+    assert [t.title for t in topics] == ["Clay Corner Studio - Customer handbook › Membership",
+                                         "Clay Corner Studio - Customer handbook › Firing"]
+
+
+def test_each_top_level_markdown_heading_starts_a_path_of_its_own():
+    from rag_core.chunking import ChunkingOptions, chunk_document
+    from rag_core.document_ingestion import chunk_topics
+
+    md = ("# Studio guide\n\nWelcome to the studio.\n\n## Opening hours\n\nWe open at nine.\n\n"
+          "# Membership\n\nMembers get shelf space.\n\n## Prices\n\n60 euros a month.\n")
+    doc = extract(md.encode(), "guide.md")
+    topics = chunk_topics("d1", doc, chunk_document(doc, ChunkingOptions(chunk_tokens=64, overlap_tokens=0)))
+    assert doc.title == "Studio guide"
+    assert [(t.title, t.summary) for t in topics] == [
+        ("Studio guide", "Welcome to the studio."), ("Studio guide › Opening hours", "We open at nine."),
+        ("Membership", "Members get shelf space."), ("Membership › Prices", "60 euros a month."),
+    ]
+    single = extract(b"# Setup guide\n\n## Config\n\nSet the port.\n", "setup.md")
+    assert [t.title for t in chunk_topics("d2", single, chunk_document(single))] == ["Setup guide › Config"]
