@@ -119,5 +119,5 @@ def install(app: FastAPI, context: ChannelContext) -> None:
         CORSMiddleware,
         allow_origins=context.settings.widget_origin_list,
         allow_methods=["GET", "POST", "OPTIONS"],
-        allow_headers=["Authorization", "Content-Type"],
+        allow_headers=["Authorization", "Content-Type", "X-Chat-Session"],  # the last: a visitor's vote
     )

@@ -33,6 +33,7 @@ from gateway.channel import (
     Turn,
     TurnOutcome,
     Unauthorized,
+    Voter,
     bearer_token,
     chat_page_policy,
     client_address,
@@ -42,6 +43,7 @@ from gateway.channel import (
 
 log = logging.getLogger(__name__)
 CHANNEL = "webchat"
+SESSION_HEADER = "x-chat-session"  # names the visitor's session on routes outside /api/chat (feedback)
 
 
 class ChatMessageIn(BaseModel):
@@ -127,7 +129,7 @@ def visitor_message_json(m: Message) -> dict | None:
         return None
     row = {"id": m.id, "role": "notice" if m.role is Role.SYSTEM else m.role.value,
            "text": m.notice if m.role is Role.SYSTEM else m.text, "created_at": m.created_at.isoformat(),
-           "turn_id": m.turn_id, "sources": sources_json(m)}
+           "turn_id": m.turn_id, "sources": sources_json(m), "conversation_id": m.conversation_id}
     if m.author:
         row["author"] = m.author  # an operator's name on their reply
     return row
@@ -138,7 +140,8 @@ def _outcome_json(outcome: TurnOutcome) -> dict:
     if msg is None:  # handed off to a person: their reply arrives as an "operator" frame / in the transcript
         return {"reply": None, "handed_off": True, "sources": [], "turn_id": outcome.turn.trace.turn_id}
     return {
-        "reply": {"text": outcome.reply.text, "message_id": msg.id, "created_at": msg.created_at.isoformat()},
+        "reply": {"text": outcome.reply.text, "message_id": msg.id, "created_at": msg.created_at.isoformat(),
+                  "conversation_id": msg.conversation_id},
         "sources": sources_json(msg),
         "turn_id": outcome.turn.trace.turn_id,
     }
@@ -157,6 +160,7 @@ class WebChatAdapter:
         self.turns = WebTurns(context.store, lease_s=context.settings.turn_lock_lease_s)
         self._sweeper: asyncio.Task[None] | None = None
         context.direct_sinks[CHANNEL] = lambda conversation: TranscriptSink(CHANNEL)
+        context.visitors.append(self.visitor)  # a visitor rates the replies of their own conversations
 
     async def start(self) -> None:
         self._sweeper = asyncio.create_task(self._sweep(), name="web-chat orphan sweep")
@@ -230,6 +234,15 @@ class WebChatAdapter:
         except Unauthorized:
             self.context.metrics.rejected.labels(CHANNEL, "token").inc()
             raise
+
+    async def visitor(self, request: Request) -> Voter | None:
+        """The visitor of the session named by ``X-Chat-Session`` (its bearer token checked, the vote counted
+        with the session's messages against the chat's rate limits); None without the header."""
+        session_id = request.headers.get(SESSION_HEADER)
+        if not session_id:
+            return None
+        session = await self.authenticate(session_id, bearer_token(request), client_address(request))
+        return Voter(session.identity, session.persona_id)
 
     async def limit_message(self, session: WebSession, address: str) -> None:
         """One more message from ``address`` in ``session``, or 429 past either limit."""

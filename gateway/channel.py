@@ -39,6 +39,7 @@ from gateway.http.responses import PUBLIC, webhook_operation
 from gateway.http.security_headers import chat_page_policy
 from gateway.inbox.delivery import Delivery
 from gateway.inbox.handler import DeliveryRejected, InboxHandler, SendWork, TurnWork, Work
+from gateway.insight.feedback import Voter
 from gateway.services import ChannelContext
 from gateway.turn.pipeline import Turn, TurnOutcome
 from gateway.turn.ports import Capabilities, DeliveryReport, Markup, ReplySink, TranscriptSink
@@ -54,7 +55,7 @@ __all__ = [
     "InboundMessage", "InboxHandler", "InvalidInput", "InvalidJSON", "JSONBodyRoute", "Markup", "Message",
     "NotFound", "PUBLIC", "PayloadTooLarge", "RateLimited", "RedisStore", "ReplySink", "Role", "SendWork",
     "ServiceUnavailable", "Settings", "SourceRef", "TranscriptSink", "Turn", "TurnOutcome", "TurnRunner",
-    "TurnWork", "Unauthorized",
+    "TurnWork", "Unauthorized", "Voter",
     "Work", "bearer_token", "chat_page_policy", "client_address", "decode_json", "describe_operation", "failure",
     "webhook_operation", "VendorUnreachable", "delivery_id", "order_key", "scope_identity", "scope_thread", "scoped",
     "split_delivery_id",

@@ -45,7 +45,7 @@ from gateway.core.blas import limit_blas_threads
 from gateway.core.client_address import ClientAddresses
 from gateway.core.clock import Clock
 from gateway.core.errors import GatewayError
-from gateway.core.events import AttributeChanged, ConversationStarted, EventBus
+from gateway.core.events import AttributeChanged, ConversationEnded, ConversationStarted, EventBus
 from gateway.core.metrics import Metrics
 from gateway.core.outbound import OutboundPolicy, Resolver, system_resolver
 from gateway.core.outbound_client import FetchLimits, GuardedClient
@@ -57,6 +57,7 @@ from gateway.inbox.handler import InboxHandler
 from gateway.inbox.operator_desk import DirectSink, OperatorDesk
 from gateway.inbox.retries import RetryWindow
 from gateway.inbox.stream import Inbox
+from gateway.insight.service import Insight, VisitorCheck
 from gateway.jobs import registry as jobs
 from gateway.jobs.embedded import EmbeddedRedis
 from gateway.jobs.mutex import RedisMutex
@@ -118,6 +119,7 @@ class ChannelContext:
     on_start: list[Hook]
     on_stop: list[Hook]
     rate_limits: RateLimits | None = None  # web chat's sessions and messages (README: Rate limits)
+    visitors: list[VisitorCheck] = field(default_factory=list)  # who may rate a reply (insight, issue 41)
     # conn (issue 28): connections the webhooks route by, and each kind's vendor check (channels fill it)
     connections: ConnectionStore | None = None
     connection_verifiers: dict[str, ConnectionVerifier] = field(default_factory=dict)
@@ -174,6 +176,8 @@ class Services:
     live_feed: LiveFeed | None = None  # stored messages and handoff changes as they happen
     direct_sinks: dict[str, DirectSink] = field(default_factory=dict)
     connections: Connections | None = None  # conn (issue 28): channel connections added at run time
+    insight: Insight | None = None  # issue 41: feedback, outcomes, cost
+    visitors: list[VisitorCheck] = field(default_factory=list)  # channels' visitors who may rate replies
     on_start: list[Hook] = field(default_factory=list)
     on_stop: list[Hook] = field(default_factory=list)
 
@@ -249,6 +253,9 @@ class Services:
             handoffs=handoffs,
         )
         pipeline.closing_writes.append(live.closing_writes)
+        insight = Insight.build(settings, store, metrics)
+        pipeline.turn_writes.append(insight.outcomes.turn_into)
+        events.subscribe(ConversationEnded, insight.outcomes.on_conversation_ended)
         services = cls(
             settings=settings,
             redis=redis,
@@ -293,6 +300,8 @@ class Services:
         services.handoffs = handoffs
         services.desk = OperatorDesk(settings, store, handoffs, services.inbox, services.inbox_handlers,
                                      services.direct_sinks, pipeline.capabilities)
+        services.insight = insight
+        services.desk.on_take_over.append(insight.outcomes.handed_off)
         services.live_feed = LiveFeed(store)
         services.conversations = ConversationList(store, handoffs)
         services.agents = agents
@@ -391,6 +400,7 @@ class Services:
             live=self.live_feed, on_start=self.on_start, on_stop=self.on_stop, rate_limits=self.rate_limits,
             connections=self.connections.store if self.connections else None,
             connection_verifiers=self.connections.verifiers if self.connections else {},
+            visitors=self.visitors,
         )
 
     async def start(self) -> None:

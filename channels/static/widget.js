@@ -4,6 +4,7 @@
  * Options (data- attributes on the tag): data-title, data-greeting, data-mode="page" (full page).
  * The session (id + token) is kept in localStorage, so the conversation survives page reloads.
  * A reply's knowledge-base sources show under it as an expandable list ([n] Title, linked when known).
+ * Each bot reply can be rated 👍 / 👎 (a vote can be changed); 👎 asks for an optional comment.
  */
 (function () {
   "use strict";
@@ -47,6 +48,15 @@
     ".sb-sources li{margin:2px 0}",
     ".sb-sources .sb-cited{font-weight:600}",
     ".sb-sources a{color:var(--sb-accent)}",
+    ".sb-rate{align-self:flex-start;display:flex;gap:4px;align-items:center;margin-top:-6px;font-size:12px;color:var(--sb-muted)}",
+    ".sb-rate button{border:1px solid transparent;background:transparent;border-radius:6px;padding:1px 5px;font-size:14px;cursor:pointer;opacity:.6}",
+    ".sb-rate button:hover,.sb-rate button[aria-pressed=true]{opacity:1;border-color:#c9ced6;background:#fff}",
+    ".sb-rate button:focus-visible{outline:2px solid var(--sb-accent)}",
+    ".sb-comment{align-self:flex-start;display:flex;flex-direction:column;gap:6px;width:85%}",
+    ".sb-comment textarea{border:1px solid #c9ced6;border-radius:8px;padding:6px 8px;font:inherit;font-size:13px;resize:vertical;min-height:40px}",
+    ".sb-comment div{display:flex;gap:6px}",
+    ".sb-comment button{border:0;border-radius:8px;padding:4px 10px;font:inherit;font-size:13px;cursor:pointer;background:var(--sb-accent);color:#fff}",
+    ".sb-comment button.sb-skip{background:#e1e4e8;color:var(--sb-fg)}",
     ".sb-sr{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0)}",
     "@media (max-width:480px){.sb-panel{right:0;bottom:0;width:100vw;max-width:100vw;height:100vh;max-height:100vh;border-radius:0}}",
   ].join("\n");
@@ -109,6 +119,53 @@
     box.appendChild(list);
     after.insertAdjacentElement("afterend", box); scroll();
   }
+  // 👍 / 👎 under a bot reply (its message id and conversation id known); 👎 opens an optional comment.
+  function showRating(after, reply) {
+    if (!reply || !reply.message_id || !reply.conversation_id) return after;
+    var bar = el("div", { class: "sb-rate", "data-rate": reply.message_id });
+    var up = el("button", { type: "button", "aria-label": "Helpful", "aria-pressed": "false", "data-rating": "up" }, "\ud83d\udc4d");
+    var down = el("button", { type: "button", "aria-label": "Not helpful", "aria-pressed": "false", "data-rating": "down" }, "\ud83d\udc4e");
+    var note = el("span", { class: "sb-rate-note", "aria-live": "polite" });
+    bar.appendChild(up); bar.appendChild(down); bar.appendChild(note);
+    var path = "/api/conversations/" + encodeURIComponent(reply.conversation_id) + "/messages/" +
+      encodeURIComponent(reply.message_id) + "/feedback";
+    var box = null;
+    function vote(rating, comment) {
+      var body = { rating: rating };
+      if (comment) body.comment = comment;
+      return api(path, { method: "POST", body: JSON.stringify(body), headers: { "X-Chat-Session": session.id } })
+        .then(function () {
+          up.setAttribute("aria-pressed", String(rating === "up"));
+          down.setAttribute("aria-pressed", String(rating === "down"));
+          note.textContent = "Thanks for your feedback.";
+        })
+        .catch(function (err) { note.textContent = "Could not send your rating: " + err.message; });
+    }
+    up.addEventListener("click", function () { if (box) { box.remove(); box = null; } vote("up"); });
+    down.addEventListener("click", function () {
+      vote("down").then(function () {
+        if (box) return;
+        box = el("form", { class: "sb-comment", "data-comment": reply.message_id });
+        var text = el("textarea", { "aria-label": "What was wrong with this answer? (optional)", placeholder: "What was wrong? (optional)", maxlength: "2000" });
+        var row = el("div");
+        var submit = el("button", { type: "submit" }, "Send feedback");
+        var skip = el("button", { type: "button", class: "sb-skip" }, "Skip");
+        row.appendChild(submit); row.appendChild(skip);
+        box.appendChild(text); box.appendChild(row);
+        box.addEventListener("submit", function (ev) {
+          ev.preventDefault();
+          var comment = text.value.trim();
+          var done = function () { if (box) { box.remove(); box = null; } };
+          if (!comment) { done(); return; }
+          vote("down", comment).then(done);
+        });
+        skip.addEventListener("click", function () { box.remove(); box = null; });
+        bar.insertAdjacentElement("afterend", box); text.focus(); scroll();
+      });
+    });
+    after.insertAdjacentElement("afterend", bar); scroll();
+    return bar;
+  }
   function showError(message) { error.textContent = message || ""; }
   function setBusy(on) { busy = on; send.disabled = on; }
 
@@ -156,7 +213,11 @@
       log.appendChild(name);
     }
     var node = bubble(m.role === "user" ? "user" : (m.role === "operator" ? "operator" : "agent"), m.text);
-    if (m.role === "agent") showSources(node, m.sources);
+    if (m.role === "agent") {
+      showSources(node, m.sources);
+      showRating(node.nextElementSibling && node.nextElementSibling.hasAttribute("data-sources") ? node.nextElementSibling : node,
+        { message_id: m.id, conversation_id: m.conversation_id });
+    }
   }
 
   function openSocket() {
@@ -184,7 +245,7 @@
           }
           pending.bubble.textContent += frame.text; scroll();
         } else if (frame.type === "message") {
-          pending.done(frame.reply ? frame.reply.text : null, frame.sources);
+          pending.done(frame.reply ? frame.reply.text : null, frame.sources, frame.reply);
         } else if (frame.type === "error") {
           pending.fail(frame.message);
         }
@@ -208,13 +269,16 @@
     var clientId = (lastFailed && lastFailed.text === text) ? lastFailed.clientId
       : (window.crypto && crypto.randomUUID) ? crypto.randomUUID() : String(Date.now()) + Math.random();
     lastFailed = null;
-    var finish = function (reply, sources) {
+    var finish = function (reply, sources, stored) {
       if (reply === null) {  // handed off to a person: their reply arrives by itself
         typing.remove(); pending = null; setBusy(false); input.focus(); return;
       }
       typing.className = "sb-msg sb-agent"; typing.setAttribute("data-role", "agent");
       typing.removeAttribute("aria-label");
       typing.textContent = reply; showSources(typing, sources);
+      var shownSources = typing.nextElementSibling && typing.nextElementSibling.hasAttribute("data-sources");
+      showRating(shownSources ? typing.nextElementSibling : typing, stored);
+      if (stored && stored.message_id) shown[stored.message_id] = true;
       pending = null; setBusy(false); scroll(); input.focus();
     };
     var fail = function (message) {
@@ -231,7 +295,7 @@
       }
       return api("/api/chat/sessions/" + session.id + "/messages", {
         method: "POST", body: JSON.stringify({ text: text, client_message_id: clientId }),
-      }).then(function (body) { finish(body.reply ? body.reply.text : null, body.sources); });
+      }).then(function (body) { finish(body.reply ? body.reply.text : null, body.sources, body.reply); });
     }).catch(function (err) { fail(err.message); });
   }
 

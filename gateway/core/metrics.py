@@ -59,3 +59,15 @@ class Metrics:
             "switchboard_rate_limited", "Requests refused by a rate limit, per limit (docs: Security, Rate limits)",
             ["limit"], registry=r,
         )
+        # insight (issue 41): the same figures as GET /api/insights, by agent ("" the channels') and channel
+        self.insight_feedback = Counter(
+            "switchboard_feedback", "Ratings of bot replies (a changed vote counts again)",
+            ["agent", "channel", "rating"], registry=r,
+        )
+        self.insight_tokens = Counter(
+            "switchboard_model_tokens", "Model tokens of turns' replies", ["agent", "channel", "kind"], registry=r,
+        )
+        self.insight_cost = Counter(
+            "switchboard_model_cost", "Model cost of turns' replies (SWITCHBOARD_MODEL_PRICES' currency)",
+            ["agent", "channel"], registry=r,
+        )

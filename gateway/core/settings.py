@@ -11,13 +11,21 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from gateway.core.models import CitationFormat
 from rag_core.controls import CONTROL_FIELDS, RetrievalControls
 
 OPENAI_DEFAULT_BASE = "https://api.openai.com/v1"
+
+
+class ModelPrice(BaseModel):
+    """A model's price in currency units per million tokens (``SWITCHBOARD_MODEL_PRICES``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
 
 
 class Settings(BaseSettings):
@@ -260,6 +268,24 @@ class Settings(BaseSettings):
     handoff_return_note: str = Field(
         "No operator has replied for a while, so the assistant is answering again.",
         description="The note in the transcript when an idle handoff returns to the bot.",
+    )
+    # Insight (issue 41): feedback, outcomes and cost, counted by hour (docs: guides/insights.md).
+    model_prices: dict[str, ModelPrice] = Field(
+        default_factory=dict, description='Model prices in currency units per million tokens, JSON `{"model": '
+        '{"input": 0.15, "output": 0.6}}`, over the built-in table (a few common models); a model is matched by '
+        "its name or the longest listed prefix of it.",
+    )
+    unanswered_phrases: str = Field(
+        "i don't know|i do not know|i'm not sure|i am not sure|i don't have information|"
+        "i do not have information|i couldn't find|i could not find",
+        description="A reply containing one of these (case-insensitive, `|`-separated) counts its conversation "
+        "as unanswered.",
+    )
+    feedback_comment_max_chars: int = Field(
+        default=2000, ge=1, description="Longest comment accepted with a rating."
+    )
+    insight_retention_days: int = Field(
+        default=400, ge=1, description="How long the hourly insight counters are kept."
     )
 
     # Channels.

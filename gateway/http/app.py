@@ -21,7 +21,9 @@ from gateway.http.disconnect import CancelOnDisconnect
 from gateway.http.documents import CONSOLE_UPLOAD_PATH, PREVIEW_PATH, UPLOAD_PATH, upload_body_limit
 from gateway.http.documents import router as documents_router
 from gateway.http.errors import install_error_handlers
+from gateway.http.feedback import router as feedback_router
 from gateway.http.health import router as health_router
+from gateway.http.insights import router as insights_router
 from gateway.http.kb_jobs import router as kb_jobs_router
 from gateway.http.knowledge import IMPORT_PATH
 from gateway.http.knowledge import router as knowledge_router
@@ -80,8 +82,10 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     )
     app.include_router(health_router)
     for admin_router in (knowledge_router, knowledge_bases_router, documents_router, kb_jobs_router,
-                         conversations_router, agent_api.admin, api_keys_api.router, connections_api.router):
+                         conversations_router, agent_api.admin, api_keys_api.router, connections_api.router,
+                         insights_router):
         app.include_router(admin_router, responses=ADMIN)
+    app.include_router(feedback_router)  # a visitor's session or the admin token (gateway.http.feedback)
     app.include_router(agent_api.callers, responses=CALLER)
     app.include_router(openai_compat.router, responses=CALLER)
     include_live_routes(app)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from gateway.conversation.handoff import Handoff, Handoffs
 from gateway.conversation.operators import display_name
@@ -45,6 +45,7 @@ class OperatorDesk:
         self.handlers = handlers  # shared with the inbox consumer: filled as channels are installed
         self.direct_sinks = direct_sinks
         self.capabilities = capabilities  # channel name -> what it can do, filled as channels are installed
+        self.on_take_over: list[Callable[[Conversation], Awaitable[None]]] = []  # insight (issue 41): outcomes
 
     async def conversation(self, conversation_id: str) -> Conversation:
         conversation = await self.store.get_conversation(conversation_id)
@@ -68,6 +69,8 @@ class OperatorDesk:
             raise CannotHandOff(why)
         current = await self.handoffs.get(conversation_id)
         await self.handoffs.take_over(conversation_id, operator)
+        for hook in self.on_take_over:
+            await hook(conversation)
         if current is None or current.operator != operator:
             await self._note(conversation, f"{operator} took over the conversation; the assistant is paused.",
                              notice=f"{display_name(operator)} joined the conversation")

@@ -245,6 +245,8 @@ class TurnPipeline:
         self._phrases = [p.strip().lower() for p in settings.handoff_phrases.split("|") if p.strip()]
         # What other services write when a turn ends, queued in its closing round trip (persona id given).
         self.closing_writes: list[Callable[[Pipeline, str], None]] = []
+        # ... and what counts a finished turn (insight, issue 41: tokens, cost, outcomes), given the turn.
+        self.turn_writes: list[Callable[[Pipeline, Turn], None]] = []
 
     async def accept(self, inbound: InboundMessage, *, rag_mode: RagMode = "inline",
                      delivery_id: str | None = None, plan: TurnPlan | None = None,
@@ -542,7 +544,8 @@ class TurnPipeline:
 
     def _closing(self, turn: Turn) -> list[Callable[[Pipeline], None]]:
         persona_id = turn.persona.id
-        return [*turn.closing, *(partial(write, persona_id=persona_id) for write in self.closing_writes)]
+        return [*turn.closing, *(partial(write, persona_id=persona_id) for write in self.closing_writes),
+                *(partial(write, turn=turn) for write in self.turn_writes)]
 
     async def _silent(self, turn: Turn, t0: float, why: str, held: HeldTurn) -> TurnOutcome:
         """Nothing is sent: the user's message is stored and shows live in the console. One round trip:

@@ -1,0 +1,183 @@
+"""What a turn and a conversation count: tokens and cost of the turn's model call, the conversation's
+start, and its outcomes (handed off, unanswered, resolved) once each.
+
+A turn's counts are queued in its closing round trip (``TurnPipeline.turn_writes``) as one Lua call,
+so they cost the turn no extra round trip and an outcome is counted once however many turns see it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from gateway.conversation.store import RedisStore
+from gateway.core.events import ConversationEnded
+from gateway.core.metrics import Metrics
+from gateway.core.models import Conversation, EndReason, TurnTrace, utcnow
+from gateway.core.settings import Settings
+from gateway.insight.counters import Dims, HourlyCounters, hour_of
+from gateway.insight.prices import PriceTable
+from rag_core.tokenizer import tokenize
+
+if TYPE_CHECKING:
+    from gateway.turn.pipeline import Turn
+
+__all__ = ["CONVERSATION_TTL_S", "Outcomes", "gap_group"]
+
+log = logging.getLogger(__name__)
+
+CONVERSATION_TTL_S = 14 * 86_400  # a conversation's outcome flags outlive any idle window
+GAP_EXAMPLES = 5
+_RESOLVED_ON = {EndReason.TIMEOUT, EndReason.CALL_ENDED}
+
+# KEYS: hour counters, the conversation's flags, the day's gap groups, the group's examples, its offered topics
+# ARGV: dims suffix, started, handoff, unanswered, prompt, completion, cost (nano), unpriced tokens,
+#       flags TTL, counters TTL, gap member, example, offered topics (JSON list)
+_RECORD = """
+local h, conv, d = KEYS[1], KEYS[2], ARGV[1]
+redis.call('HINCRBY', h, 'turns' .. d, 1)
+if ARGV[2] == '1' then redis.call('HINCRBY', h, 'conversations' .. d, 1) end
+redis.call('HSET', conv, 'dims', d)
+if ARGV[3] == '1' and redis.call('HSETNX', conv, 'handed_off', 1) == 1 then
+  redis.call('HINCRBY', h, 'handed_off' .. d, 1)
+end
+if ARGV[4] == '1' and redis.call('HSETNX', conv, 'unanswered', 1) == 1 then
+  redis.call('HINCRBY', h, 'unanswered' .. d, 1)
+end
+local names = {'prompt', 'completion', 'cost_nano', 'unpriced'}
+for i = 1, 4 do
+  local n = tonumber(ARGV[4 + i])
+  if n and n ~= 0 then redis.call('HINCRBY', h, names[i] .. d, n) end
+end
+redis.call('EXPIRE', conv, tonumber(ARGV[9]))
+redis.call('EXPIRE', h, tonumber(ARGV[10]))
+if ARGV[4] == '1' and ARGV[11] ~= '' then
+  redis.call('ZINCRBY', KEYS[3], 1, ARGV[11])
+  redis.call('EXPIRE', KEYS[3], tonumber(ARGV[10]))
+  redis.call('LPUSH', KEYS[4], ARGV[12])
+  redis.call('LTRIM', KEYS[4], 0, LAST_EXAMPLE)
+  redis.call('EXPIRE', KEYS[4], tonumber(ARGV[10]))
+  for _, topic in ipairs(cjson.decode(ARGV[13])) do redis.call('SADD', KEYS[5], topic) end
+  redis.call('EXPIRE', KEYS[5], tonumber(ARGV[10]))
+end
+return 1
+""".replace("LAST_EXAMPLE", str(GAP_EXAMPLES - 1))
+
+
+def gap_group(question: str) -> tuple[str, str]:
+    """The group an unanswered question falls in (its content words, stemmed, in order of first use)
+    and the group's id. Differently worded questions with the same words share one group."""
+    words = list(dict.fromkeys(tokenize(question)))
+    group = " ".join(sorted(words)) or " ".join(question.lower().split())[:200]
+    return group, hashlib.sha1(group.encode()).hexdigest()[:12]
+
+
+class Outcomes:
+    def __init__(self, settings: Settings, store: RedisStore, counters: HourlyCounters, prices: PriceTable,
+                 metrics: Metrics) -> None:
+        self.settings = settings
+        self.store = store
+        self.counters = counters
+        self.prices = prices
+        self.metrics = metrics
+        self._phrases = [p.strip().lower() for p in settings.unanswered_phrases.split("|") if p.strip()]
+
+    def conversation_key(self, conversation_id: str) -> str:
+        return self.store.key("insight", "conv", conversation_id)
+
+    def gaps_key(self, day: str) -> str:
+        return self.store.key("insight", "gaps", day)
+
+    def gap_key(self, gap_id: str, part: str) -> str:
+        return self.store.key("insight", "gap", gap_id, part)
+
+    # -- a turn ------------------------------------------------------------------------------------
+    def turn_into(self, pipe, turn: Turn) -> None:
+        """Queue the turn's counts in its closing round trip. Never raises: a turn is not failed by its
+        own bookkeeping (what could not be counted is logged)."""
+        try:
+            self._turn_into(pipe, turn)
+        except Exception:
+            log.exception("insight: turn %s not counted", turn.trace.turn_id)
+
+    def _turn_into(self, pipe, turn: Turn) -> None:
+        trace = turn.trace
+        dims = Dims.of(trace.agent, trace.channel, trace.connection)
+        usage = trace.usage
+        prompt = usage.prompt_tokens if usage else 0
+        completion = usage.completion_tokens if usage else 0
+        cost = self.prices.cost_nano(trace.model, prompt, completion) if prompt or completion else 0
+        unanswered = self.unanswered(trace)
+        member = example = ""
+        offered: list[str] = []
+        if unanswered:
+            group, gap_id = gap_group(turn.inbound.text)
+            member, example = f"{gap_id}{dims.suffix}", turn.inbound.text[:500]
+            pipe.set(self.gap_key(gap_id, "group"), group, ex=self.counters.ttl_s)
+            offered = [c.source for c in (trace.retrieval.candidates if trace.retrieval else [])[:3]]
+        now = utcnow()
+        day = now.strftime("%Y%m%d")
+        gap_id = member[:12]
+        pipe.eval(
+            _RECORD, 5, self.counters.key(hour_of(now)), self.conversation_key(trace.conversation_id),
+            self.gaps_key(day), self.gap_key(gap_id, "examples"), self.gap_key(gap_id, "offered"),
+            dims.suffix, int(turn.started), int(bool(trace.handoff)), int(unanswered), prompt, completion,
+            cost or 0, (prompt + completion) if cost is None else 0, CONVERSATION_TTL_S, self.counters.ttl_s,
+            member, example, json.dumps(offered),
+        )
+        labels = (dims.agent, dims.channel)
+        if prompt or completion:
+            self.metrics.insight_tokens.labels(*labels, "prompt").inc(prompt)
+            self.metrics.insight_tokens.labels(*labels, "completion").inc(completion)
+            self.metrics.insight_cost.labels(*labels).inc((cost or 0) / 1e9)
+
+    def unanswered(self, trace: TurnTrace) -> bool:
+        """The agent said it did not know, or retrieval found nothing above the threshold."""
+        if trace.responder in ("handoff", "fallback", "resumed", "interrupted") or trace.suppressed:
+            return False
+        reply = (trace.reply or "").lower()
+        if trace.responder == "offline" and trace.reply == self.settings.offline_unknown_message:
+            return True
+        if any(phrase in reply for phrase in self._phrases):
+            return True
+        retrieval = trace.retrieval
+        if retrieval is not None and retrieval.skipped is None and retrieval.strategy != "agentic":
+            return not retrieval.selected
+        searches = [c for c in trace.tool_calls if c.name == "query_knowledge"]
+        return bool(searches) and all(c.result_count == 0 for c in searches)
+
+    # -- a conversation ----------------------------------------------------------------------------
+    async def handed_off(self, conversation: Conversation) -> None:
+        """An operator took the conversation over from the console (counted once, like a requested handoff)."""
+        key = self.conversation_key(conversation.id)
+        pipe = self.store.redis.pipeline(transaction=False)
+        pipe.hsetnx(key, "handed_off", 1)
+        pipe.hget(key, "dims")
+        pipe.expire(key, CONVERSATION_TTL_S)
+        first, dims, _ = await pipe.execute()
+        if first:
+            found = Dims.parse(dims.decode()) if dims else Dims.of(None, conversation.channel, conversation.connection)
+            await self.counters.add(utcnow(), found, {"handed_off": 1})
+
+    async def on_conversation_ended(self, event: ConversationEnded) -> None:
+        """Idle past the window (or the call ended) with no handoff and no 👎 standing: resolved."""
+        if event.reason not in _RESOLVED_ON:
+            return
+        key = self.conversation_key(event.conversation.id)
+        pipe = self.store.redis.pipeline(transaction=False)
+        pipe.hsetnx(key, "ended", 1)
+        pipe.hgetall(key)
+        first, flags = await pipe.execute()
+        flags = {k.decode(): v.decode() for k, v in flags.items()}
+        if not first or "dims" not in flags:  # ended before (another replica), or never answered by the bot
+            return
+        if "handed_off" in flags or int(flags.get("down", "0")) > 0:
+            return
+        dims = Dims.parse(flags["dims"])
+        await self.counters.add(at_or_now(event.conversation.ended_at), dims, {"resolved": 1})
+
+
+def at_or_now(at: datetime | None) -> datetime:
+    return at or utcnow()

@@ -1,0 +1,40 @@
+"""The insight services, built once per app from the store and settings."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from starlette.requests import Request
+
+from gateway.conversation.store import RedisStore
+from gateway.core.metrics import Metrics
+from gateway.core.settings import Settings
+from gateway.insight.counters import HourlyCounters
+from gateway.insight.feedback import Feedback, Voter
+from gateway.insight.outcomes import Outcomes
+from gateway.insight.prices import PriceTable
+from gateway.insight.report import Insights
+
+__all__ = ["Insight", "VisitorCheck"]
+
+# A channel's way to recognise its own visitor on the feedback route (the web chat: its session header
+# and token); None: not this channel's visitor. It raises for a visitor it refuses (wrong token, rate limit).
+VisitorCheck = Callable[[Request], Awaitable[Voter | None]]
+
+
+@dataclass
+class Insight:
+    counters: HourlyCounters
+    prices: PriceTable
+    outcomes: Outcomes
+    feedback: Feedback
+    insights: Insights
+
+    @classmethod
+    def build(cls, settings: Settings, store: RedisStore, metrics: Metrics) -> Insight:
+        counters = HourlyCounters(store, settings.insight_retention_days)
+        prices = PriceTable(settings.model_prices)
+        feedback = Feedback(store, counters, metrics, settings.feedback_comment_max_chars)
+        return cls(counters, prices, Outcomes(settings, store, counters, prices, metrics), feedback,
+                   Insights(store, counters, feedback))

@@ -1,0 +1,203 @@
+"""Feedback, outcomes and cost against a live gateway: web chat visitors rate replies, the agent API answers
+with another agent and model, and ``GET /api/insights`` sums what the fake model server reported."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from gateway.core.settings import ModelPrice
+from gateway.http.app import create_app
+from tests.fakes.live_server import LiveServer
+
+ADMIN = {"Authorization": "Bearer admin-secret"}
+PRICES = {"model-a": {"input": 2.5, "output": 10.0}, "model-b": {"input": 0.15, "output": 0.6}}
+
+
+def fake_usage(text: str) -> tuple[int, int]:
+    """What tests/fakes/openai_server.py reports for a reply (its ``usage``)."""
+    return 11, max(1, len(text) // 4)
+
+
+@pytest.fixture
+def overrides() -> dict:
+    return {}
+
+
+@pytest.fixture
+def api(settings, overrides) -> Iterator[httpx.Client]:
+    prices = {model: ModelPrice(**price) for model, price in PRICES.items()}
+    tuned = settings.model_copy(update={"llm_model": "model-a", "model_prices": prices, **overrides})
+    with LiveServer(create_app(tuned)) as server, httpx.Client(base_url=server.url, timeout=20) as client:
+        yield client
+
+
+class Visitor:
+    def __init__(self, api: httpx.Client) -> None:
+        self.api = api
+        body = api.post("/api/chat/sessions").json()
+        self.session_id = body["session_id"]
+        self.auth = {"Authorization": f"Bearer {body['token']}", "X-Chat-Session": body["session_id"]}
+
+    def say(self, text: str) -> dict:
+        answer = self.api.post(f"/api/chat/sessions/{self.session_id}/messages", json={"text": text},
+                               headers={"Authorization": self.auth["Authorization"]})
+        assert answer.status_code == 200, answer.text
+        return answer.json()["reply"]
+
+    def rate(self, reply: dict, rating: str, comment: str | None = None, headers: dict | None = None):
+        body = {"rating": rating, **({"comment": comment} if comment is not None else {})}
+        return self.api.post(f"/api/conversations/{reply['conversation_id']}/messages/{reply['message_id']}/feedback",
+                             json=body, headers=self.auth if headers is None else headers)
+
+
+def insights(api: httpx.Client, **query) -> dict:
+    answer = api.get("/api/insights", params=query, headers=ADMIN)
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def test_cost_is_tokens_times_price_across_two_agents_and_channels(api, fake_openai):
+    agent = api.post("/v1/agents", headers=ADMIN, json={"name": "pricey", "config": {"llmModelId": "model-b"}}).json()
+    key = api.post("/api/keys", headers=ADMIN, json={"name": "caller", "agents": [agent["id"]]}).json()["key"]
+    spent = {"model-a": [0, 0], "model-b": [0, 0]}
+    visitors = [Visitor(api), Visitor(api)]
+    for i in range(20):
+        text = f"Web answer {i}: " + "words " * i
+        fake_openai.script_reply(text)
+        visitors[i % 2].say(f"question {i}")
+        spent["model-a"] = [a + b for a, b in zip(spent["model-a"], fake_usage(text), strict=True)]
+    for i in range(15):
+        text = f"API answer {i}: " + "more " * (3 * i)
+        fake_openai.script_reply(text)
+        answer = api.post(f"/v1/agents/{agent['id']}/versions/latest/invoke",
+                          headers={"Authorization": f"Bearer {key}"},
+                          json={"messages": [{"role": "user", "content": f"api question {i}"}]})
+        assert answer.status_code == 200, answer.text
+        spent["model-b"] = [a + b for a, b in zip(spent["model-b"], fake_usage(text), strict=True)]
+    assert [r["body"]["model"] for r in fake_openai.chat_requests()] == ["model-a"] * 20 + ["model-b"] * 15
+
+    def cost(model: str) -> float:
+        prompt, completion = spent[model]
+        return (prompt * PRICES[model]["input"] + completion * PRICES[model]["output"]) / 1_000_000
+
+    report = insights(api)
+    assert report["tokens"]["prompt"] == spent["model-a"][0] + spent["model-b"][0]
+    assert report["tokens"]["completion"] == spent["model-a"][1] + spent["model-b"][1]
+    assert report["cost"] == pytest.approx(cost("model-a") + cost("model-b"), abs=1e-9)
+    assert report["turns"] == 35 and report["conversations"] == 2 + 15  # each API call without a session: its own
+    web = insights(api, channel="webchat")
+    assert web["cost"] == pytest.approx(cost("model-a"), abs=1e-9) and web["turns"] == 20
+    by_agent = insights(api, agent=f"{agent['id']}@{agent['version_id']}")
+    assert by_agent["cost"] == pytest.approx(cost("model-b"), abs=1e-9)
+    assert by_agent["tokens"] == {"prompt": spent["model-b"][0], "completion": spent["model-b"][1], "unpriced": 0}
+    [today] = [d for d in report["by_day"] if d["turns"]]
+    assert today["cost"] == report["cost"]
+    metrics = api.get("/metrics").text
+    assert 'switchboard_model_tokens_total{agent="",channel="webchat",kind="prompt"} 220.0' in metrics
+
+
+def test_a_visitor_rates_a_reply_down_with_a_comment_and_insights_show_it(api, fake_openai):
+    visitor = Visitor(api)
+    fake_openai.script_reply("We open at nine.")
+    reply = visitor.say("When do you open?")
+    first = visitor.rate(reply, "up")
+    assert first.status_code == 200, first.text
+    assert (first.json()["rating"], first.json()["voter"]) == ("up", f"web:{visitor.session_id}")
+    assert insights(api)["feedback"] == {"up": 1, "down": 0, "comments": 0}
+
+    changed = visitor.rate(reply, "down", "  It is ten on Sundays.  ")  # one vote per reply: this one replaces it
+    assert changed.status_code == 200 and changed.json()["comment"] == "It is ten on Sundays."
+    report = insights(api, channel="webchat")
+    assert report["feedback"] == {"up": 0, "down": 1, "comments": 1}
+    assert [(c["rating"], c["comment"], c["message_id"]) for c in report["recent_comments"]] == [
+        ("down", "It is ten on Sundays.", reply["message_id"])]
+    assert insights(api, channel="telegram")["feedback"] == {"up": 0, "down": 0, "comments": 0}
+
+    admin = visitor.rate(reply, "up", headers=ADMIN)  # another voter: the admin token
+    assert admin.status_code == 200 and admin.json()["voter"] == "admin"
+    assert insights(api)["feedback"] == {"up": 1, "down": 1, "comments": 1}
+
+
+def test_votes_on_unknown_or_another_conversations_message_are_404_and_count_nothing(api, fake_openai):
+    mine, theirs = Visitor(api), Visitor(api)
+    my_reply, their_reply = mine.say("hello"), theirs.say("hi there")
+    user_message = api.get(f"/api/chat/sessions/{mine.session_id}/messages",
+                           headers={"Authorization": mine.auth["Authorization"]}).json()["messages"][0]
+    assert user_message["role"] == "user"
+    attempts = [
+        mine.rate({**my_reply, "message_id": their_reply["message_id"]}, "down"),  # their reply, my conversation
+        mine.rate(their_reply, "down"),  # their conversation, with my session
+        mine.rate({**my_reply, "message_id": "nope"}, "down"),
+        mine.rate({**my_reply, "message_id": user_message["id"]}, "down"),  # not a bot reply
+        mine.rate({**their_reply, "message_id": my_reply["message_id"]}, "down", headers=ADMIN),
+    ]
+    assert [(a.status_code, a.json()["error"]) for a in attempts] == [(404, "not_found")] * 5
+    wrong_token = mine.rate(my_reply, "down", headers={**mine.auth, "Authorization": "Bearer nope"})
+    assert wrong_token.status_code == 401
+    no_auth = mine.rate(my_reply, "down", headers={})
+    assert no_auth.status_code == 401
+    bad = mine.rate(my_reply, "sideways")
+    assert bad.status_code == 422 and "rating" in bad.json()["message"]
+    assert insights(api)["feedback"] == {"up": 0, "down": 0, "comments": 0}
+
+
+@pytest.mark.parametrize("overrides", [{"webchat_messages_per_session": 3}], ids=["limit-3"])
+def test_votes_are_rate_limited_with_the_chat_messages(api, fake_openai, overrides):
+    visitor = Visitor(api)
+    reply = visitor.say("hello")
+    answers = [visitor.rate(reply, "up" if i % 2 else "down").status_code for i in range(4)]
+    assert answers[:2] == [200, 200] and answers[2:] == [429, 429]
+
+
+TOPICS = [
+    {"source": "hours", "title": "Opening hours", "facts": ["open 9 to 17"],
+     "summary": "We open at 9 and close at 17."},
+    {"source": "orders", "title": "Where is my order", "facts": ["orders ship in 2 days"],
+     "summary": "Orders ship within 2 days; the tracking link is in the confirmation mail."},
+]
+
+
+@pytest.mark.parametrize("overrides", [{"inactivity_timeout_s": 1, "retrieval_strategy": "bm25"}], ids=["idle-1s"])
+def test_outcomes_resolved_handed_off_and_unanswered(api, fake_openai, overrides):
+    for topic in TOPICS:
+        assert api.post("/api/kb/topics", json=topic, headers=ADMIN).status_code == 201
+    happy, unhappy, stuck, lost, puzzled = (Visitor(api) for _ in range(5))
+    happy.say("When do you open?")
+    unhappy.rate(unhappy.say("Where is my order?"), "down")
+    stuck.say("I want to talk to a human please")
+    fake_openai.script_reply("Sorry, I don't know whether we open on holidays.")
+    lost.say("When do you open on holidays?")  # retrieval found the hours; the model did not know
+    puzzled.say("Do you rent unicycles?")  # retrieval found nothing
+    puzzled.say("Are unicycles for rent?")  # the same words: one gap group, the conversation counted once
+    time.sleep(1.3)  # past SWITCHBOARD_INACTIVITY_TIMEOUT_S: the next message ends the conversation first
+    for visitor in (happy, unhappy, lost):
+        visitor.say("When do you open?")
+    report = insights(api)
+    assert report["conversations"] == 8 and report["turns"] == 9
+    assert report["handed_off"] == 1
+    assert report["unanswered"] == 2  # lost's and puzzled's first conversations
+    # happy's and lost's first conversations ended idle with no handoff and no 👎 standing
+    assert report["resolved"] == 2
+    assert report["feedback"]["down"] == 1
+    gaps = {g["id"]: g for g in report["gaps"]}
+    [unicycles] = [g for g in gaps.values() if "Do you rent unicycles?" in g["examples"]]
+    assert unicycles["count"] == 2 and set(unicycles["examples"]) == {"Do you rent unicycles?",
+                                                                       "Are unicycles for rent?"}
+    [holidays] = [g for g in gaps.values() if g["examples"] == ["When do you open on holidays?"]]
+    assert holidays["offered_topics"] == ["hours"]
+    assert len(gaps) == 2
+    dismissed = api.post(f"/api/insights/gaps/{unicycles['id']}/dismiss", headers=ADMIN)
+    assert dismissed.status_code == 200
+    assert [g["id"] for g in insights(api)["gaps"]] == [holidays["id"]]
+
+
+def test_insights_refuse_bad_ranges_and_need_the_admin_token(api):
+    assert api.get("/api/insights").status_code == 401
+    bad = api.get("/api/insights", params={"from": "yesterday"}, headers=ADMIN)
+    assert bad.status_code == 422 and "from" in bad.json()["message"]
+    backwards = api.get("/api/insights", params={"from": "2026-02-02", "to": "2026-01-01"}, headers=ADMIN)
+    assert backwards.status_code == 422
