@@ -73,7 +73,9 @@ async def verified_form(request: Request, context: ChannelContext, channel: str,
                         auth_token: str | None = None) -> dict[str, str]:
     """The webhook's form parameters, once ``X-Twilio-Signature`` proved Twilio sent them; else 403.
 
-    Signed with ``auth_token`` when given (a connection's account), else the settings' account."""
+    Signed with ``auth_token`` when given (a connection's account), else the settings' account. The
+    ``AccountSid`` Twilio puts in every webhook is a credential (masked in every answer): it is dropped
+    here, once the signature over it is checked, so it is never queued or stored."""
     token = SecretStr(auth_token) if auth_token else context.settings.twilio_auth_token
     form = await request.form()
     url = context.settings.public_url.rstrip("/") + request.url.path
@@ -85,7 +87,7 @@ async def verified_form(request: Request, context: ChannelContext, channel: str,
         url, form, signature, algorithm
     ):
         reject_unverified(context, channel, f"missing or wrong {SIGNATURE_HEADER}", status=403)
-    return {k: v for k, v in form.items() if isinstance(v, str)}
+    return {k: v for k, v in form.items() if isinstance(v, str) and k != "AccountSid"}
 
 
 class TwilioRest:

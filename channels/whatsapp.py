@@ -19,9 +19,10 @@ from fastapi import Request, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from channels.connection_capabilities import WHATSAPP
-from channels.connections import note_delivery, redacting
+from channels.connections import note_delivery
 from channels.delivery import deliver_parts
 from channels.errors import ChannelRejected
+from channels.masking import MaskedSink
 from channels.outbound_retry import RetryPolicy
 from channels.render import render
 from channels.twilio_connections import TwilioAccountConnections
@@ -38,6 +39,7 @@ from gateway.channel import (
     DeliveryReport,
     InboundMessage,
     Message,
+    ReplySink,
     Role,
     SendWork,
     TurnWork,
@@ -114,8 +116,7 @@ class WhatsAppSink:
 
     async def _send(self, part: str, idempotency_token: str | None = None) -> str:
         try:
-            sid = await redacting(self.rest.send_sms(self.to, part, self.sender, idempotency_token, self.status_url),
-                                  self.connection)
+            sid = await self.rest.send_sms(self.to, part, self.sender, idempotency_token, self.status_url)
         except ChannelRejected as exc:
             if OUTSIDE_WINDOW in exc.message:
                 raise ChannelRejected(_refused_outside_window()) from exc
@@ -129,7 +130,7 @@ class WhatsAppSink:
         if not report.delivered and report.error and OUTSIDE_WINDOW in report.error and self.context.connections:
             await self.context.connections.count_refusal(self.connection_id)
             log.warning("whatsapp connection %s: reply refused outside the 24-hour window", self.connection_id)
-        return await note_delivery(self.context, self.connection_id, report)
+        return await note_delivery(self.context, self.connection, report)
 
     async def deliver(self, text: str) -> DeliveryReport:
         return await self._noted(await deliver_parts(render(text, CAPABILITIES), self._send, self.policy,
@@ -175,7 +176,8 @@ class WhatsAppConnections(TwilioAccountConnections):
             return None
         described = "\n".join(f"[{kind}] {url}" for kind, url in media) or "[an empty message]"
         where = await self._record(scoped(_inbound(message, described, media), connection))
-        return SendWork(lambda: self._answer_media(sink, *where), what=f"whatsapp media answer ({connection.id})")
+        masked = MaskedSink.of(sink, connection, self.context)  # its delivery error is stored below
+        return SendWork(lambda: self._answer_media(masked, *where), what=f"whatsapp media answer ({connection.id})")
 
     async def _record(self, inbound: InboundMessage) -> tuple[str, str]:
         """A media message goes into the transcript as its media URLs; no turn (the model reads text)."""
@@ -187,7 +189,7 @@ class WhatsAppConnections(TwilioAccountConnections):
             text=inbound.text, external_id=inbound.external_message_id, created_at=inbound.received_at))
         return conversation.id, persona.id
 
-    async def _answer_media(self, sink: WhatsAppSink, conversation_id: str, persona_id: str) -> None:
+    async def _answer_media(self, sink: ReplySink, conversation_id: str, persona_id: str) -> None:
         report = await sink.deliver(MEDIA_REPLY)
         await self.context.store.add_message(Message(
             conversation_id=conversation_id, persona_id=persona_id, role=Role.AGENT, channel=CHANNEL, text=MEDIA_REPLY,
@@ -204,7 +206,7 @@ class WhatsAppConnections(TwilioAccountConnections):
                  else f"WhatsApp did not deliver the reply (Twilio {code})")
         store = self.context.store
         if self.context.connections is not None:
-            await self.context.connections.note_error(connection.id, error)
+            await self.context.connections.note_error(connection, error)
             if code == OUTSIDE_WINDOW:
                 await self.context.connections.count_refusal(connection.id)
         turn_id = await store.redis.get(store.key("whatsapp", "sent", form.get("MessageSid", "")))
