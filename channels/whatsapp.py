@@ -95,6 +95,11 @@ def _inbound(message: WhatsAppWebhook, text: str, media: list[tuple[str, str]]) 
     )
 
 
+def sent_key(context: ChannelContext, connection_id: str, message_sid: str) -> str:
+    """Where a reply's turn is found when Twilio reports on the message later."""
+    return context.store.key("whatsapp", "sent", connection_id, message_sid)
+
+
 def _refused_outside_window() -> str:
     return (f"WhatsApp refused a free-form reply outside the 24-hour customer-service window "
             f"(Twilio {OUTSIDE_WINDOW}): waiting for a template message")
@@ -122,7 +127,7 @@ class WhatsAppSink:
                 raise ChannelRejected(_refused_outside_window()) from exc
             raise
         if self.turn_id is not None:  # Twilio usually reports the refusal later, in the status callback
-            await self.context.store.redis.set(self.context.store.key("whatsapp", "sent", sid), self.turn_id,
+            await self.context.store.redis.set(sent_key(self.context, self.connection_id, sid), self.turn_id,
                                                ex=SENT_TTL_S)
         return sid
 
@@ -209,7 +214,9 @@ class WhatsAppConnections(TwilioAccountConnections):
             await self.context.connections.note_error(connection, error)
             if code == OUTSIDE_WINDOW:
                 await self.context.connections.count_refusal(connection.id)
-        turn_id = await store.redis.get(store.key("whatsapp", "sent", form.get("MessageSid", "")))
+        # within the connection whose signature the callback carries: another connection's account cannot
+        # mark this one's replies (a message SID is no secret: it is in every callback and log)
+        turn_id = await store.redis.get(sent_key(self.context, connection.id, form.get("MessageSid", "")))
         trace = await store.get_trace(turn_id.decode()) if turn_id else None
         if trace is None:
             log.warning("whatsapp connection %s: a reply was refused (%s) but its turn is unknown", connection.id, code)
