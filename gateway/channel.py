@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from gateway.connections.model import Connection
+from gateway.connections.model import Connection, mask
 from gateway.connections.routing import delivery_id, order_key, scope_identity, scope_thread, scoped, split_delivery_id
 from gateway.connections.store import ConnectionStore
 from gateway.connections.verify import ConnectionVerifier, CredentialsRefused, VendorUnreachable
@@ -58,7 +58,7 @@ __all__ = [
     "TurnWork", "Unauthorized",
     "Work", "bearer_token", "chat_page_policy", "client_address", "decode_json", "describe_operation", "failure",
     "webhook_operation", "VendorUnreachable", "delivery_id", "order_key", "scope_identity", "scope_thread", "scoped",
-    "split_delivery_id", "masked_in_logs",
+    "split_delivery_id", "masked_in_logs", "mask",
 ]
 
 

@@ -110,7 +110,7 @@ def configure_logging(level: str = "INFO", as_json: bool = False, secrets: Itera
 
 
 def quiet_libraries(level: int) -> None:
-    """Client libraries log every request with its full URL (keys in query strings included) at INFO
-    and their wire traffic at DEBUG: they log warnings and worse only."""
-    for noisy in ("httpx", "httpcore", "rq.worker", "rq.scheduler", "aiogram"):
+    """Client libraries log every request with its full URL (keys in query strings included; Twilio's
+    carry the account SID) at INFO and their wire traffic at DEBUG: they log warnings and worse only."""
+    for noisy in ("httpx", "httpx2", "httpcore", "rq.worker", "rq.scheduler", "aiogram", "twilio"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, level))
