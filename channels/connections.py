@@ -11,7 +11,6 @@ inbox handler per kind serves both the environment-configured channel and every 
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -23,10 +22,10 @@ from starlette.routing import Route
 
 from channels import webhook_docs
 from channels.connection_capabilities import CAPABILITIES
+from channels.masking import MaskedSink, masked_work, vendor_boundary
 from gateway.channel import (
     Capabilities,
     ChannelContext,
-    ChannelDeliveryError,
     Connection,
     Delivery,
     DeliveryRejected,
@@ -74,28 +73,14 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
-async def note_delivery(context: ChannelContext, connection_id: str, report: DeliveryReport) -> DeliveryReport:
+async def note_delivery(context: ChannelContext, connection: Connection, report: DeliveryReport) -> DeliveryReport:
     """A connection's reply outcome goes into its status: the time it went out, or why it did not."""
     if context.connections is not None:
         if report.delivered:
-            await context.connections.note(connection_id, last_outbound_at=now())
+            await context.connections.note(connection.id, last_outbound_at=now())
         else:
-            await context.connections.note_error(connection_id, report.error or "the reply was not delivered")
+            await context.connections.note_error(connection, report.error or "the reply was not delivered")
     return report
-
-
-async def redacting(send: Awaitable[str], connection: Connection) -> str:
-    """One vendor call whose error leaves with the connection's credentials masked, without its cause
-    (a vendor may echo a token in an error; the error goes into logs, traces and the status)."""
-    try:
-        return await send
-    except ChannelDeliveryError as exc:
-        clean = connection.redact(exc.message)
-        if clean == exc.message:
-            raise
-        masked = copy.copy(exc)
-        masked.message, masked.args = clean, (clean,)
-        raise masked from None
 
 
 class ConnectionKind:
@@ -129,7 +114,9 @@ class ConnectionKind:
     # -- the webhook ---------------------------------------------------------------------------
     async def webhook(self, request: Request) -> Response:
         connection = await self.connection(request.path_params["connection_id"])
-        return await (await self.handler()).webhook(request, connection)
+        handler = await self.handler()
+        async with vendor_boundary(connection):
+            return await handler.webhook(request, connection)
 
     def routes(self) -> list[Route]:
         return [Route(path, self.webhook, methods=["POST"], include_in_schema=False) for path in self.paths]
@@ -152,7 +139,10 @@ class ConnectionKind:
                      delivery.dedup_id)
             return None
         await store.note(connection.id, last_inbound_at=now())
-        return await (await self.handler()).accept(delivery, connection)
+        handler = await self.handler()
+        async with vendor_boundary(connection):
+            work = await handler.accept(delivery, connection)
+        return masked_work(work, connection, self.context)
 
     def sink_for(self, delivery: Delivery) -> ReplySink:
         connection_id, _ = split_delivery_id(delivery.dedup_id)
@@ -167,14 +157,20 @@ class ConnectionKind:
         connection = None if store is None else await store.find(connection_id)
         if connection is None:
             raise DeliveryRejected(f"connection {connection_id} was deleted")
-        return (await self.handler()).sink_for(delivery, connection)
+        handler = await self.handler()
+        async with vendor_boundary(connection):
+            return MaskedSink.of(handler.sink_for(delivery, connection), connection, self.context)
 
     # -- the vendor check (``ConnectionVerifier``) ----------------------------------------------
     async def verify(self, connection: Connection, webhook_url: str) -> str | None:
-        return await (await self.handler()).verify(connection, webhook_url)
+        handler = await self.handler()
+        async with vendor_boundary(connection):
+            return await handler.verify(connection, webhook_url)
 
     async def forget(self, connection: Connection) -> None:
-        await (await self.handler()).forget(connection)
+        handler = await self.handler()
+        async with vendor_boundary(connection):
+            await handler.forget(connection)
 
 
 class LateSink:
@@ -214,10 +210,14 @@ class CheckOnly:
         return getattr(module, CHECK_ONLY[self.kind])(self.context)
 
     async def verify(self, connection: Connection, webhook_url: str) -> str | None:
-        return await (await self._check()).verify(connection, webhook_url)
+        check = await self._check()
+        async with vendor_boundary(connection):
+            return await check.verify(connection, webhook_url)
 
     async def forget(self, connection: Connection) -> None:
-        await (await self._check()).forget(connection)
+        check = await self._check()
+        async with vendor_boundary(connection):
+            await check.forget(connection)
 
 
 def install_connections(context: ChannelContext, *, routes: bool) -> list[ConnectionKind]:

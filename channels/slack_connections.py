@@ -20,12 +20,12 @@ __all__ = ["SlackConnections", "build_connections"]
 
 
 class ConnectionSlackSink(SlackSink):
-    def __init__(self, inner: SlackSink, context: ChannelContext, connection_id: str) -> None:
+    def __init__(self, inner: SlackSink, context: ChannelContext, connection: Connection) -> None:
         super().__init__(inner.client, inner.channel_id, inner.thread_ts, inner.policy)
-        self.context, self.connection_id = context, connection_id
+        self.context, self.connection = context, connection
 
     async def deliver(self, text: str) -> DeliveryReport:
-        return await note_delivery(self.context, self.connection_id, await super().deliver(text))
+        return await note_delivery(self.context, self.connection, await super().deliver(text))
 
 
 class SlackConnections:
@@ -56,10 +56,10 @@ class SlackConnections:
         work = await self.app(connection).accept(delivery)
         if work is None:
             return None
-        return TurnWork(work.turn, ConnectionSlackSink(work.sink, self.context, connection.id))
+        return TurnWork(work.turn, ConnectionSlackSink(work.sink, self.context, connection))
 
     def sink_for(self, delivery: Delivery, connection: Connection) -> ConnectionSlackSink:
-        return ConnectionSlackSink(self.app(connection).sink_for(delivery), self.context, connection.id)
+        return ConnectionSlackSink(self.app(connection).sink_for(delivery), self.context, connection)
 
     async def verify(self, connection: Connection, webhook_url: str) -> str | None:
         return await self.check.verify(connection, webhook_url)

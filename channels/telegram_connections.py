@@ -20,7 +20,7 @@ from aiogram.types import Update, User
 from fastapi import Request, Response
 from pydantic import ValidationError
 
-from channels.connections import note_delivery, redacting
+from channels.connections import note_delivery
 from channels.delivery import reject_unverified
 from channels.errors import ChannelRejected
 from channels.outbound_retry import RetryPolicy
@@ -69,11 +69,8 @@ class ConnectionTelegramSink(TelegramSink):
         self.context = context
         self.connection = connection
 
-    async def _send(self, part: str) -> str:
-        return await redacting(super()._send(part), self.connection)
-
     async def deliver(self, text: str) -> DeliveryReport:
-        return await note_delivery(self.context, self.connection.id, await super().deliver(text))
+        return await note_delivery(self.context, self.connection, await super().deliver(text))
 
 
 class TelegramConnections:

@@ -14,7 +14,7 @@ import json
 from fastapi import Request, Response
 from pydantic import ValidationError
 
-from channels.connections import note_delivery, redacting
+from channels.connections import note_delivery
 from channels.errors import ChannelRejected, ChannelUnavailable
 from channels.outbound_retry import RetryPolicy
 from channels.twilio_rest import SmsWebhook, TwilioRest, verified_form
@@ -51,16 +51,12 @@ class ConnectionSmsSink(SmsSink):
         super().__init__(rest, opt_outs, to, from_, policy)
         self.context = context
         self.connection = connection
-        self.connection_id = connection.id
-
-    async def _send(self, part: str, idempotency_token: str | None = None) -> str:
-        return await redacting(super()._send(part, idempotency_token), self.connection)
 
     async def deliver(self, text: str) -> DeliveryReport:
-        return await note_delivery(self.context, self.connection_id, await super().deliver(text))
+        return await note_delivery(self.context, self.connection, await super().deliver(text))
 
     async def deliver_keyed(self, text: str, key: str) -> DeliveryReport:
-        return await note_delivery(self.context, self.connection_id, await super().deliver_keyed(text, key))
+        return await note_delivery(self.context, self.connection, await super().deliver_keyed(text, key))
 
 
 class TwilioClients:

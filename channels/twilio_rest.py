@@ -9,6 +9,8 @@ the URL Twilio was given, so verification works behind a proxy that rewrites hos
 from __future__ import annotations
 
 import contextvars
+import logging
+import re
 from typing import Any
 
 import aiohttp
@@ -23,7 +25,7 @@ from twilio.rest.api.v2010 import account as _account  # noqa: F401 -- imported 
 
 from channels.delivery import reject_unverified
 from channels.errors import ChannelRateLimited, ChannelRejected, ChannelUnavailable
-from gateway.channel import ChannelContext
+from gateway.channel import ChannelContext, mask
 
 __all__ = ["CallWebhook", "SmsWebhook", "TwilioRest", "verified_form"]
 
@@ -31,6 +33,8 @@ SIGNATURE_HEADER = "X-Twilio-Signature"
 SETTINGS_HEADER = "X-Twilio-Webhooks-Signature-Settings"
 # Twilio drops a repeated Messages create carrying the same token (a resumed turn's resend).
 IDEMPOTENCY_HEADER = "I-Twilio-Idempotency-Token"
+log = logging.getLogger(__name__)
+_ACCOUNT_SID = re.compile(r"AC[0-9a-fA-F]{32}")
 # twilio's exceptions drop the response headers; each send reads its own Retry-After from here
 _last_headers: contextvars.ContextVar[Any] = contextvars.ContextVar("twilio_last_headers", default=None)
 # twilio's create_async takes no extra headers; the send's idempotency token travels here
@@ -44,6 +48,11 @@ class _HeaderKeepingHttpClient(AsyncTwilioHttpClient):
             kwargs["headers"] = {**(kwargs.get("headers") or {}), IDEMPOTENCY_HEADER: token}
         response = await super().request(*args, **kwargs)
         _last_headers.set(response.headers)
+        # twilio's own loggers (WARNING and worse only: ``quiet_libraries``) write each request's URL,
+        # account SID and all; this is the one line per request kept, the SID masked
+        method, url = kwargs.get("method") or args[0], kwargs.get("url") or kwargs.get("uri") or args[1]
+        log.info("twilio %s %s: HTTP %s", str(method).upper(), _ACCOUNT_SID.sub(lambda m: mask(m.group()), str(url)),
+                 response.status_code)
         return response
 
 
@@ -73,7 +82,9 @@ async def verified_form(request: Request, context: ChannelContext, channel: str,
                         auth_token: str | None = None) -> dict[str, str]:
     """The webhook's form parameters, once ``X-Twilio-Signature`` proved Twilio sent them; else 403.
 
-    Signed with ``auth_token`` when given (a connection's account), else the settings' account."""
+    Signed with ``auth_token`` when given (a connection's account), else the settings' account. The
+    ``AccountSid`` Twilio puts in every webhook is a credential (masked in every answer): it is dropped
+    here, once the signature over it is checked, so it is never queued or stored."""
     token = SecretStr(auth_token) if auth_token else context.settings.twilio_auth_token
     form = await request.form()
     url = context.settings.public_url.rstrip("/") + request.url.path
@@ -85,7 +96,7 @@ async def verified_form(request: Request, context: ChannelContext, channel: str,
         url, form, signature, algorithm
     ):
         reject_unverified(context, channel, f"missing or wrong {SIGNATURE_HEADER}", status=403)
-    return {k: v for k, v in form.items() if isinstance(v, str)}
+    return {k: v for k, v in form.items() if isinstance(v, str) and k != "AccountSid"}
 
 
 class TwilioRest:

@@ -19,9 +19,10 @@ from fastapi import Request, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from channels.connection_capabilities import WHATSAPP
-from channels.connections import note_delivery, redacting
+from channels.connections import note_delivery
 from channels.delivery import deliver_parts
 from channels.errors import ChannelRejected
+from channels.masking import MaskedSink
 from channels.outbound_retry import RetryPolicy
 from channels.render import render
 from channels.twilio_connections import TwilioAccountConnections
@@ -38,6 +39,7 @@ from gateway.channel import (
     DeliveryReport,
     InboundMessage,
     Message,
+    ReplySink,
     Role,
     SendWork,
     TurnWork,
@@ -93,6 +95,11 @@ def _inbound(message: WhatsAppWebhook, text: str, media: list[tuple[str, str]]) 
     )
 
 
+def sent_key(context: ChannelContext, connection_id: str, message_sid: str) -> str:
+    """Where a reply's turn is found when Twilio reports on the message later."""
+    return context.store.key("whatsapp", "sent", connection_id, message_sid)
+
+
 def _refused_outside_window() -> str:
     return (f"WhatsApp refused a free-form reply outside the 24-hour customer-service window "
             f"(Twilio {OUTSIDE_WINDOW}): waiting for a template message")
@@ -114,14 +121,13 @@ class WhatsAppSink:
 
     async def _send(self, part: str, idempotency_token: str | None = None) -> str:
         try:
-            sid = await redacting(self.rest.send_sms(self.to, part, self.sender, idempotency_token, self.status_url),
-                                  self.connection)
+            sid = await self.rest.send_sms(self.to, part, self.sender, idempotency_token, self.status_url)
         except ChannelRejected as exc:
             if OUTSIDE_WINDOW in exc.message:
                 raise ChannelRejected(_refused_outside_window()) from exc
             raise
         if self.turn_id is not None:  # Twilio usually reports the refusal later, in the status callback
-            await self.context.store.redis.set(self.context.store.key("whatsapp", "sent", sid), self.turn_id,
+            await self.context.store.redis.set(sent_key(self.context, self.connection_id, sid), self.turn_id,
                                                ex=SENT_TTL_S)
         return sid
 
@@ -129,7 +135,7 @@ class WhatsAppSink:
         if not report.delivered and report.error and OUTSIDE_WINDOW in report.error and self.context.connections:
             await self.context.connections.count_refusal(self.connection_id)
             log.warning("whatsapp connection %s: reply refused outside the 24-hour window", self.connection_id)
-        return await note_delivery(self.context, self.connection_id, report)
+        return await note_delivery(self.context, self.connection, report)
 
     async def deliver(self, text: str) -> DeliveryReport:
         return await self._noted(await deliver_parts(render(text, CAPABILITIES), self._send, self.policy,
@@ -175,7 +181,8 @@ class WhatsAppConnections(TwilioAccountConnections):
             return None
         described = "\n".join(f"[{kind}] {url}" for kind, url in media) or "[an empty message]"
         where = await self._record(scoped(_inbound(message, described, media), connection))
-        return SendWork(lambda: self._answer_media(sink, *where), what=f"whatsapp media answer ({connection.id})")
+        masked = MaskedSink.of(sink, connection, self.context)  # its delivery error is stored below
+        return SendWork(lambda: self._answer_media(masked, *where), what=f"whatsapp media answer ({connection.id})")
 
     async def _record(self, inbound: InboundMessage) -> tuple[str, str]:
         """A media message goes into the transcript as its media URLs; no turn (the model reads text)."""
@@ -187,7 +194,7 @@ class WhatsAppConnections(TwilioAccountConnections):
             text=inbound.text, external_id=inbound.external_message_id, created_at=inbound.received_at))
         return conversation.id, persona.id
 
-    async def _answer_media(self, sink: WhatsAppSink, conversation_id: str, persona_id: str) -> None:
+    async def _answer_media(self, sink: ReplySink, conversation_id: str, persona_id: str) -> None:
         report = await sink.deliver(MEDIA_REPLY)
         await self.context.store.add_message(Message(
             conversation_id=conversation_id, persona_id=persona_id, role=Role.AGENT, channel=CHANNEL, text=MEDIA_REPLY,
@@ -204,10 +211,12 @@ class WhatsAppConnections(TwilioAccountConnections):
                  else f"WhatsApp did not deliver the reply (Twilio {code})")
         store = self.context.store
         if self.context.connections is not None:
-            await self.context.connections.note_error(connection.id, error)
+            await self.context.connections.note_error(connection, error)
             if code == OUTSIDE_WINDOW:
                 await self.context.connections.count_refusal(connection.id)
-        turn_id = await store.redis.get(store.key("whatsapp", "sent", form.get("MessageSid", "")))
+        # within the connection whose signature the callback carries: another connection's account cannot
+        # mark this one's replies (a message SID is no secret: it is in every callback and log)
+        turn_id = await store.redis.get(sent_key(self.context, connection.id, form.get("MessageSid", "")))
         trace = await store.get_trace(turn_id.decode()) if turn_id else None
         if trace is None:
             log.warning("whatsapp connection %s: a reply was refused (%s) but its turn is unknown", connection.id, code)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from gateway.connections.model import Connection
+from gateway.connections.model import Connection, mask
 from gateway.connections.routing import delivery_id, order_key, scope_identity, scope_thread, scoped, split_delivery_id
 from gateway.connections.store import ConnectionStore
 from gateway.connections.verify import ConnectionVerifier, CredentialsRefused, VendorUnreachable
@@ -29,6 +29,7 @@ from gateway.core.errors import (
     ServiceUnavailable,
     Unauthorized,
 )
+from gateway.core.logs import masked_in_logs
 from gateway.core.models import Attachment, EndReason, InboundMessage, Message, Role, SourceRef
 from gateway.core.settings import Settings
 from gateway.http.auth import bearer_token, client_address
@@ -58,7 +59,7 @@ __all__ = [
     "TurnWork", "Unauthorized", "Voter",
     "Work", "bearer_token", "chat_page_policy", "client_address", "decode_json", "describe_operation", "failure",
     "webhook_operation", "VendorUnreachable", "delivery_id", "order_key", "scope_identity", "scope_thread", "scoped",
-    "split_delivery_id",
+    "split_delivery_id", "masked_in_logs", "mask",
 ]
 
 

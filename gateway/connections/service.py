@@ -173,7 +173,7 @@ class Connections:
         saved = await self.store.save(connection.model_copy(update={"status": status}))
         if error is not None:
             log.warning("connection %s (%s) saved disabled: %s", saved.id, saved.kind, error)
-            await self.store.note_error(saved.id, error)
+            await self.store.note_error(saved, error)
         elif verifier is not None and connection.enabled:
             await self.store.note(saved.id, last_error=None, last_error_at=None)
         return await self.store.get(saved.id)

@@ -143,8 +143,9 @@ class ConnectionStore:
                 pipe.hdel(self._key(connection_id, "status"), *cleared)
             await pipe.execute()
 
-    async def note_error(self, connection_id: str, error: str) -> None:
-        await self.note(connection_id, last_error=error[:500], last_error_at=utcnow())
+    async def note_error(self, connection: Connection, error: str) -> None:
+        """The connection's ``last_error``, its credentials masked (a vendor's error may echo one)."""
+        await self.note(connection.id, last_error=connection.redact(error)[:500], last_error_at=utcnow())
 
     async def count_refusal(self, connection_id: str) -> None:
         await self.redis.hincrby(self._key(connection_id, "status"), "waiting_for_template", 1)

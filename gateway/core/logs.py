@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 
 turn_context: ContextVar[dict[str, str] | None] = ContextVar("turn_context", default=None)
+# Maskers for the log records made in this context (a channel connection's vendor call: its errors may
+# echo the connection's credentials, which no setting lists for the formatter below to mask).
+_masks: ContextVar[tuple[Callable[[str], str], ...]] = ContextVar("log_masks", default=())
 
 
 class _ContextFilter(logging.Filter):
@@ -26,7 +30,7 @@ class _JsonFormatter(logging.Formatter):
             **getattr(record, "ctx", {}),
         }
         if record.exc_info:
-            data["exc"] = self.formatException(record.exc_info)
+            data["exc"] = record.exc_text or self.formatException(record.exc_info)
         return json.dumps(data)
 
 
@@ -53,6 +57,47 @@ class _Redacting(logging.Formatter):
         return line
 
 
+@contextmanager
+def masked_in_logs(mask: Callable[[str], str]) -> Iterator[None]:
+    """Every log record made in this context, and in tasks started from it, leaves through ``mask``
+    (its message, arguments and traceback), whichever logger makes it and whoever handles it."""
+    install_log_masking()
+    token = _masks.set((*_masks.get(), mask))
+    try:
+        yield
+    finally:
+        _masks.reset(token)
+
+
+def _masked(text: str, masks: tuple[Callable[[str], str], ...]) -> str:
+    for mask in masks:
+        text = mask(text)
+    return text
+
+
+def install_log_masking() -> None:
+    """Wrap logging's record factory once: records made inside ``masked_in_logs`` are masked as made."""
+    made = logging.getLogRecordFactory()
+    if getattr(made, "masking", False):
+        return
+
+    def factory(*args, **kwargs) -> logging.LogRecord:
+        record = made(*args, **kwargs)
+        masks = _masks.get()
+        if masks:
+            message = record.getMessage()
+            if (clean := _masked(message, masks)) != message:
+                record.msg, record.args = clean, ()
+            if record.exc_info and record.exc_info[1] is not None:
+                text = logging.Formatter().formatException(record.exc_info)
+                if (clean := _masked(text, masks)) != text:
+                    record.exc_text = clean  # what every formatter prints instead of formatting it again
+        return record
+
+    factory.masking = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(factory)
+
+
 def configure_logging(level: str = "INFO", as_json: bool = False, secrets: Iterable[str] = ()) -> None:
     handler = logging.StreamHandler()
     handler.addFilter(_ContextFilter())
@@ -65,7 +110,7 @@ def configure_logging(level: str = "INFO", as_json: bool = False, secrets: Itera
 
 
 def quiet_libraries(level: int) -> None:
-    """Client libraries log every request with its full URL (keys in query strings included) at INFO
-    and their wire traffic at DEBUG: they log warnings and worse only."""
-    for noisy in ("httpx", "httpcore", "rq.worker", "rq.scheduler", "aiogram"):
+    """Client libraries log every request with its full URL (keys in query strings included; Twilio's
+    carry the account SID) at INFO and their wire traffic at DEBUG: they log warnings and worse only."""
+    for noisy in ("httpx", "httpx2", "httpcore", "rq.worker", "rq.scheduler", "aiogram", "twilio"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, level))

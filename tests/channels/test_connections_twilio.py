@@ -117,3 +117,35 @@ def test_a_refusal_reported_later_by_twilio_marks_the_reply_and_its_trace(client
     [trace] = stored.traces(question)
     assert "63016" in trace.delivery_error
     assert client.get(f"/api/connections/{wa['id']}", headers=ADMIN).json()["status"]["waiting_for_template"] == 1
+
+
+def test_a_status_callback_signed_by_another_connection_cannot_mark_this_ones_reply(client, live, account,
+                                                                                   fake_twilio, fake_openai, stored):
+    other_sid, other_token = "AC" + "8" * 32, "other-auth-token-8888"
+    fake_twilio.add_account(other_sid, other_token)
+    sender = "whatsapp:+14155238886"
+    mine = add(client, kind="whatsapp", name="Mine", credentials={"account_sid": SID, "auth_token": TOKEN,
+                                                                   "sender": sender})
+    theirs = add(client, kind="whatsapp", name="Theirs", credentials={
+        "account_sid": other_sid, "auth_token": other_token, "sender": "whatsapp:+14155230000"})
+    customer = "whatsapp:" + CUSTOMER
+    assert vendors.post_twilio(client, webhook_path(mine), _inbound("SM" + "9" * 32, customer, sender, "Hi"),
+                               token=TOKEN).status_code == 200
+    settle(live)
+    [sent] = fake_twilio.messages(customer)
+    [sid_key] = stored.keys("whatsapp:sent:*")
+    sid = sid_key.rsplit(":", 1)[1]
+    status = {"MessageSid": sid, "MessageStatus": "undelivered", "ErrorCode": "30008", "To": customer,
+              "From": sender, "AccountSid": other_sid, "ApiVersion": "2010-04-01"}
+    # signed by the other connection's account, at its own status URL: accepted, but names no reply of its own
+    assert vendors.post_twilio(client, webhook_path(theirs) + "/status", status, token=other_token).status_code == 200
+    question, reply = stored.messages(f"whatsapp:{CUSTOMER}@{mine['id']}")
+    assert reply.text == "echo: Hi" and reply.delivery.value == "delivered" and reply.delivery_error is None
+    [trace] = stored.traces(question)
+    assert trace.delivery_error is None
+    assert client.get(f"/api/connections/{mine['id']}", headers=ADMIN).json()["status"]["last_error"] is None
+    # the same callback signed by this connection's own account marks it
+    status["AccountSid"] = SID
+    assert vendors.post_twilio(client, webhook_path(mine) + "/status", status, token=TOKEN).status_code == 200
+    question, reply = stored.messages(f"whatsapp:{CUSTOMER}@{mine['id']}")
+    assert reply.delivery.value == "failed" and "30008" in reply.delivery_error

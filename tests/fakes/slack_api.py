@@ -1,7 +1,8 @@
 """A fake Slack Web API at ``<base>/api/<method>``: auth.test (bolt calls it) and chat.postMessage.
 
 Records every call with its parameters; scripted failures answer like Slack (429 with
-``Retry-After`` and ``{"ok": false, "error": "ratelimited"}``, 5xx with ``{"ok": false}``).
+``Retry-After`` and ``{"ok": false, "error": "ratelimited"}``, 5xx with ``{"ok": false}``; a scripted ``description``
+is the ``error``, as a vendor that echoes what it was sent would answer).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ class FakeSlack:
             if failure is not None:
                 fake.recorder.record(method, params, failure.status)
                 headers = {"Retry-After": str(failure.retry_after)} if failure.retry_after is not None else {}
-                error = "ratelimited" if failure.status == 429 else "internal_error"
+                error = failure.description or ("ratelimited" if failure.status == 429 else "internal_error")
                 return JSONResponse({"ok": False, "error": error}, failure.status, headers=headers)
             fake.recorder.record(method, params, 200)
             if method == "auth.test":

@@ -63,6 +63,11 @@ class FakeTwilio:
             if not fake._authorized(sid, request):
                 fake.recorder.record("Accounts", {"sid": sid}, 401)
                 return JSONResponse({"code": 20003, "message": "Authenticate", "status": 401}, 401)
+            failure = fake.recorder.next_failure("Accounts")
+            if failure is not None:
+                fake.recorder.record("Accounts", {"sid": sid}, failure.status)
+                return JSONResponse({"code": 20500, "message": failure.description or "Scripted failure",
+                                     "status": failure.status}, failure.status)
             fake.recorder.record("Accounts", {"sid": sid}, 200)
             return {"sid": sid, "friendly_name": f"Account {sid[-4:]}", "status": "active", "type": "Full"}
 
@@ -83,7 +88,8 @@ class FakeTwilio:
                 fake.recorder.record("Messages", params, failure.status)
                 headers = {"Retry-After": str(failure.retry_after)} if failure.retry_after is not None else {}
                 code = 20429 if failure.status == 429 else 20500
-                return JSONResponse({"code": code, "message": "Scripted failure", "status": failure.status,
+                return JSONResponse({"code": code, "message": failure.description or "Scripted failure",
+                                     "status": failure.status,
                                      "more_info": f"https://www.twilio.com/docs/errors/{code}"},
                                     failure.status, headers=headers)
             token = request.headers.get("I-Twilio-Idempotency-Token")

@@ -1,0 +1,137 @@
+"""A channel connection's vendor boundary: nothing crosses it carrying the connection's credentials.
+
+A vendor may echo a credential in an error (a Slack token in an ``error`` field, a Telegram token in a
+``description``, a Twilio account SID in a URL). Every call into a connection's channel code — its
+webhook, the inbox's ``accept``, each sink call (send, typing), the vendor check and its undoing —
+runs inside ``vendor_boundary``: log records made there are masked as they are made, and an error
+leaving it has the credentials masked and its vendor cause cut off. A sink's ``DeliveryReport`` (whose
+``error`` becomes the reply's delivery error, the turn trace's and the connection's ``last_error``) is
+masked the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import dataclasses
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from gateway.channel import (
+    ChannelContext,
+    Connection,
+    DeliveryReport,
+    ReplySink,
+    SendWork,
+    ServiceUnavailable,
+    TurnWork,
+    Work,
+    masked_in_logs,
+)
+
+__all__ = ["MaskedSink", "masked_error", "masked_work", "vendor_boundary"]
+
+log = logging.getLogger(__name__)
+_WRAPPED = frozenset({"deliver_keyed", "typing", "say", "heard"})  # other sink calls that reach the vendor
+_DELIVERIES = frozenset({"deliver_keyed"})
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def masked_error(exc: BaseException, connection: Connection) -> BaseException | None:
+    """``exc`` with the connection's credentials masked and no cause; None when none of its chain
+    carries one (then it leaves as it is)."""
+    if all(connection.redact(str(e)) == str(e) and connection.redact(repr(e.args)) == repr(e.args)
+           for e in _chain(exc)):
+        return None
+    clean = connection.redact(str(exc))
+    try:  # the same kind of error (a refusal stays a refusal), with the masked text
+        masked = copy.copy(exc)
+    except Exception:  # an exception that cannot be rebuilt from its arguments: one of ours instead
+        return ServiceUnavailable(f"{type(exc).__name__}: {clean}")
+    masked.args = (clean,)
+    if hasattr(masked, "message"):
+        masked.message = clean
+    return masked
+
+
+@asynccontextmanager
+async def vendor_boundary(connection: Connection) -> AsyncIterator[None]:
+    with masked_in_logs(connection.redact):
+        try:
+            yield
+        except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:
+            masked = masked_error(exc, connection)
+            if masked is None:
+                raise
+            raise masked from None
+
+
+def masked_report(report: DeliveryReport, connection: Connection) -> DeliveryReport:
+    if report.error is None:
+        return report
+    return dataclasses.replace(report, error=connection.redact(report.error))
+
+
+class MaskedSink:
+    """A connection's reply sink behind its vendor boundary (what the sink can do is the inner one's:
+    ``typing`` and ``deliver_keyed`` exist exactly when the inner sink has them)."""
+
+    def __init__(self, inner: ReplySink, connection: Connection, context: ChannelContext) -> None:
+        self._inner, self._connection, self._context = inner, connection, context
+        self.streaming = inner.streaming
+
+    @classmethod
+    def of(cls, inner: ReplySink, connection: Connection, context: ChannelContext) -> ReplySink:
+        return inner if isinstance(inner, MaskedSink) else cls(inner, connection, context)
+
+    async def delta(self, text: str) -> None:
+        async with vendor_boundary(self._connection):
+            await self._inner.delta(text)
+
+    async def deliver(self, text: str) -> DeliveryReport:
+        return await self._delivered(self._inner.deliver, text)
+
+    async def _delivered(self, send: Callable[..., Awaitable[DeliveryReport]], *args: Any) -> DeliveryReport:
+        async with vendor_boundary(self._connection):
+            report = await send(*args)
+        return masked_report(report, self._connection)
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._inner, name)  # AttributeError when the inner sink has no such thing
+        if name not in _WRAPPED or not callable(value):
+            return value
+        if name in _DELIVERIES:
+            return lambda *args: self._delivered(value, *args)
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            async with vendor_boundary(self._connection):
+                return await value(*args, **kwargs)
+
+        return call
+
+
+def masked_work(work: Work | None, connection: Connection, context: ChannelContext) -> Work | None:
+    """Accepted work whose sink and sends stay behind the connection's vendor boundary."""
+    if isinstance(work, TurnWork):
+        return TurnWork(work.turn, MaskedSink.of(work.sink, connection, context))
+    if isinstance(work, SendWork):
+        send = work.send
+
+        async def guarded() -> None:
+            async with vendor_boundary(connection):
+                await send()
+
+        return dataclasses.replace(work, send=guarded)
+    return work
