@@ -357,11 +357,17 @@ class Services:
         if self.connections is None or not self.connections.store.box.ready:
             return
         try:
-            changed = await self.connections.store.rotate_keys()
-            if changed:
-                log.info("connections: re-encrypted %d connection(s) under the newest secret key", changed)
+            report = await self.connections.store.rotate_keys()
         except Exception as exc:  # Redis down at start: the next start does it
-            log.warning("connections: could not re-encrypt under the newest key: %s", exc)
+            log.warning("connections: could not re-encrypt under the newest key: %s: %s", type(exc).__name__, exc)
+            return
+        if report.resealed:
+            log.info("connections: re-encrypted %d connection(s) under the newest secret key: %s",
+                     len(report.resealed), ", ".join(report.resealed))
+        for record in report.unreadable:
+            log.error("connections: %s could not be re-encrypted: %s", record.connection_id, record.reason)
+        if not report.older_keys_removable:
+            log.error("connections: %s `switchboard connections check-keys` lists them.", report.summary())
 
     async def _first_admin(self) -> None:
         """``SWITCHBOARD_ADMIN_PASSWORD`` makes the first console admin when there is no account yet."""
