@@ -25,6 +25,7 @@ from gateway.agents.invoker import AgentInvoker
 from gateway.agents.settings_agent import sync_channel_agent
 from gateway.agents.store import AgentStore
 from gateway.catalogue import CUSTOMER_ATTRIBUTES, PERSONA_ATTRIBUTES
+from gateway.connections.key_file import secret_keys
 from gateway.connections.secrets import CredentialBox
 from gateway.connections.service import Connections
 from gateway.connections.store import ConnectionStore
@@ -302,8 +303,9 @@ class Services:
         pipeline.capabilities[API_CHANNEL] = API_CAPABILITIES
         services.direct_sinks[API_CHANNEL] = lambda conversation: TranscriptSink(API_CHANNEL)
         services.on_start.append(services._channel_agent)
+        keys = secret_keys(settings, create=True)  # embedded mode: generated into the data dir once
         services.connections = Connections(settings, ConnectionStore(store, CredentialBox(
-            settings.secret_key.get_secret_value() if settings.secret_key else None)), agents, {})
+            keys.raw, keys.generated_file)), agents, {})
         services.on_start.append(services._rotate_connection_keys)
         services.on_stop.append(services.live_feed.stop)
         if consume_inbox if consume_inbox is not None else settings.inbox_consumer:
