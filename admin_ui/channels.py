@@ -47,7 +47,8 @@ async def _list(request: Request, signed: Signed, status_code: int = 200, **cont
     return page(request, "channels.html", signed, status_code,
                 connections=[c.public(url) for c in await _connections(signed).list()],
                 agents=await _agents(signed), kinds=KINDS, labels=LABELS, fields=_form_fields(),
-                key_ready=_connections(signed).store.box.ready, **context)
+                key_ready=_connections(signed).store.box.ready, key_file=_connections(signed).store.box.generated_file,
+                keys=await _connections(signed).store.check_keys(), **context)
 
 
 @router.get("")

@@ -32,10 +32,11 @@ async def add(request: Request, signed: Signed = Depends(admin_only)) -> Respons
     username, role = str(form.get("username", "")), str(form.get("role", "operator"))
     assert signed.services.operators is not None
     try:
-        await signed.services.operators.create(username, str(form.get("password", "")), role)  # type: ignore[arg-type]
+        created = await signed.services.operators.create(username, str(form.get("password", "")), role)  # type: ignore[arg-type]
     except GatewayError as exc:  # shown next to the form, with what was typed kept
         return await _list(request, signed, 422, error=str(exc), typed={"username": username, "role": role})
-    return RedirectResponse(f"{PREFIX}/operators?done={notice(signed, f'added {username}')}", status_code=303)
+    done = notice(signed, f"added {created.username}")
+    return RedirectResponse(f"{PREFIX}/operators?done={done}", status_code=303)
 
 
 @router.post("/{username}")
@@ -45,17 +46,20 @@ async def change(username: str, request: Request, signed: Signed = Depends(admin
     action = str(form.get("action", ""))
     operators, sessions = signed.services.operators, signed.services.console_sessions
     assert operators is not None and sessions is not None
+    # Sessions are kept under the account's canonical name (the one the change resolves), whatever
+    # spelling the URL used: /operators/ALICE resets alice and signs alice out.
     try:
         if action == "role":
-            await operators.set_role(username, str(form.get("role", "")))  # type: ignore[arg-type]
+            changed = await operators.set_role(username, str(form.get("role", "")))  # type: ignore[arg-type]
         elif action == "password":
-            await operators.reset_password(username, str(form.get("password", "")))
-            await sessions.close_all(username)  # a new password signs the old sessions out
+            changed = await operators.reset_password(username, str(form.get("password", "")))
+            await sessions.close_all(changed.username)  # a new password signs the old sessions out
         elif action == "remove":
-            await operators.remove(username)
-            await sessions.close_all(username)
+            changed = await operators.remove(username)
+            await sessions.close_all(changed.username)
         else:
             return await _list(request, signed, 422, error=f"unknown action {action!r}")
     except GatewayError as exc:
         return await _list(request, signed, 422, error=str(exc))
-    return RedirectResponse(f"{PREFIX}/operators?done={notice(signed, f'{action} {username}')}", status_code=303)
+    done = notice(signed, f"{action} {changed.username}")
+    return RedirectResponse(f"{PREFIX}/operators?done={done}", status_code=303)

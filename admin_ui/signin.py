@@ -54,7 +54,8 @@ async def login(request: Request) -> Response:
     services = services_of(request)
     assert services.operators and services.console_sessions
     form = await request.form()
-    username = str(form.get("username", "")).strip().lower()[:64]
+    typed = str(form.get("username", ""))
+    username = typed.strip()[:64]  # shown again in the form; the account is what the guard resolves
     password = str(form.get("password", ""))
     next_path = _safe_next(str(form.get("next", "")))
     sent = str(form.get("login_token", ""))
@@ -64,7 +65,7 @@ async def login(request: Request) -> Response:
                            error="The sign-in form expired. Please try again.")
     assert services.signin is not None
     try:  # counted before the password is checked, so a burst cannot outrun the limit
-        admission = await services.signin.admit(username, client_address(request))
+        admission = await services.signin.admit(typed, client_address(request))
     except RateLimited as exc:
         wait = exc.retry_after_s
         when = f"{wait} second(s)" if wait < 60 else f"{round(wait / 60)} minute(s)"
@@ -72,7 +73,9 @@ async def login(request: Request) -> Response:
                                error=f"Too many failed sign-ins. Try again in {when}.")
         response.headers["retry-after"] = str(wait)
         return response
-    operator = await services.operators.verify(username, password) if username and password else None
+    # The password is checked for exactly the account that was counted (None: no possible account,
+    # checked against nothing, as slowly).
+    operator = await services.operators.verify(admission.account or "", password) if password else None
     if operator is None:
         return _login_page(request, next_path=next_path, username=username, status_code=401, error=INVALID)
     await services.signin.succeeded(admission)

@@ -25,6 +25,7 @@ from gateway.agents.invoker import AgentInvoker
 from gateway.agents.settings_agent import sync_channel_agent
 from gateway.agents.store import AgentStore
 from gateway.catalogue import CUSTOMER_ATTRIBUTES, PERSONA_ATTRIBUTES
+from gateway.connections.key_file import secret_keys
 from gateway.connections.secrets import CredentialBox
 from gateway.connections.service import Connections
 from gateway.connections.store import ConnectionStore
@@ -311,8 +312,9 @@ class Services:
         pipeline.capabilities[API_CHANNEL] = API_CAPABILITIES
         services.direct_sinks[API_CHANNEL] = lambda conversation: TranscriptSink(API_CHANNEL)
         services.on_start.append(services._channel_agent)
+        keys = secret_keys(settings, create=True)  # embedded mode: generated into the data dir once
         services.connections = Connections(settings, ConnectionStore(store, CredentialBox(
-            settings.secret_key.get_secret_value() if settings.secret_key else None)), agents, {})
+            keys.raw, keys.generated_file)), agents, {})
         services.on_start.append(services._rotate_connection_keys)
         services.on_stop.append(services.live_feed.stop)
         if consume_inbox if consume_inbox is not None else settings.inbox_consumer:
@@ -366,11 +368,17 @@ class Services:
         if self.connections is None or not self.connections.store.box.ready:
             return
         try:
-            changed = await self.connections.store.rotate_keys()
-            if changed:
-                log.info("connections: re-encrypted %d connection(s) under the newest secret key", changed)
+            report = await self.connections.store.rotate_keys()
         except Exception as exc:  # Redis down at start: the next start does it
-            log.warning("connections: could not re-encrypt under the newest key: %s", exc)
+            log.warning("connections: could not re-encrypt under the newest key: %s: %s", type(exc).__name__, exc)
+            return
+        if report.resealed:
+            log.info("connections: re-encrypted %d connection(s) under the newest secret key: %s",
+                     len(report.resealed), ", ".join(report.resealed))
+        for record in report.unreadable:
+            log.error("connections: %s could not be re-encrypted: %s", record.connection_id, record.reason)
+        if not report.older_keys_removable:
+            log.error("connections: %s `switchboard connections check-keys` lists them.", report.summary())
 
     async def _first_admin(self) -> None:
         """``SWITCHBOARD_ADMIN_PASSWORD`` makes the first console admin when there is no account yet."""

@@ -105,10 +105,11 @@ def build_parser() -> argparse.ArgumentParser:
 def _extensions():
     """Subcommand groups that live with their feature (``kb``, ``eval``)."""
     from gateway.cli.admin import register_admin
+    from gateway.cli.connections import register_connections
     from gateway.cli.demo import register_demo
     from gateway.cli.kb import register_eval, register_kb
 
-    return (register_kb, register_eval, register_admin, register_demo)
+    return (register_kb, register_eval, register_admin, register_demo, register_connections)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -13,10 +13,11 @@ import logging
 from collections.abc import Mapping
 from datetime import datetime
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
+from gateway.connections.key_report import KeyReport, RecordKey
 from gateway.connections.model import Connection, ConnectionStatus, is_connection_id
-from gateway.connections.secrets import CredentialBox, UnreadableCredentials
+from gateway.connections.secrets import UNOPENED, CredentialBox, UnreadableCredentials
 from gateway.conversation.store import RedisStore
 from gateway.core.errors import NotFound
 from gateway.core.models import utcnow
@@ -25,6 +26,11 @@ __all__ = ["ConnectionStore"]
 
 log = logging.getLogger(__name__)
 _DECRYPTED_CACHE = 256
+# Replace a record only if it is still the one that was read: a save by another replica in between wins.
+_SWAP = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2]) return 1 end
+return 0
+"""
 
 
 class _Stored(BaseModel):
@@ -85,6 +91,9 @@ class ConnectionStore:
                 continue
             except UnreadableCredentials as exc:
                 log.error("connection %s: %s", connection_id, exc.message)
+            except ValidationError:  # one damaged record must not hide the others
+                log.error("connection %s: the stored record is damaged; `switchboard connections check-keys` "
+                          "names it", connection_id)
         return sorted(found, key=lambda c: (c.kind, c.name))
 
     def _open(self, raw: bytes) -> Connection:
@@ -150,17 +159,48 @@ class ConnectionStore:
     async def count_refusal(self, connection_id: str) -> None:
         await self.redis.hincrby(self._key(connection_id, "status"), "waiting_for_template", 1)
 
-    async def rotate_keys(self) -> int:
-        """Re-seal every connection's credentials under the newest key; how many changed."""
-        changed = 0
-        for raw_id in await self.redis.smembers(self.store.key("connections")):
-            key = self._key(raw_id.decode())
-            raw = await self.redis.get(key)
-            if raw is None:
-                continue
+    async def _records(self) -> list[tuple[str, bytes]]:
+        ids = sorted(i.decode() for i in await self.redis.smembers(self.store.key("connections")))
+        raws = await self.redis.mget([self._key(i) for i in ids]) if ids else []
+        return [(i, raw) for i, raw in zip(ids, raws, strict=True) if raw is not None]
+
+    def _where(self, connection_id: str, raw: bytes) -> tuple[RecordKey, _Stored | None]:
+        try:
             stored = _Stored.model_validate_json(raw)
-            resealed = self.box.rotated(stored.sealed) if stored.sealed else None
-            if resealed is not None:
-                await self.redis.set(key, stored.model_copy(update={"sealed": resealed}).model_dump_json())
-                changed += 1
-        return changed
+        except ValidationError as exc:
+            reason = f"the stored record is damaged ({exc.error_count()} error(s): {exc.errors()[0]['msg']})"
+            return RecordKey(connection_id, "", None, reason=reason), None
+        if not stored.sealed:
+            return RecordKey(connection_id, stored.kind, None, sealed=False), stored
+        position = self.box.key_of(stored.sealed)
+        reason = "" if position is not None else UNOPENED
+        return RecordKey(connection_id, stored.kind, position, reason=reason), stored
+
+    async def check_keys(self) -> KeyReport:
+        """Which configured key opens each connection's credentials; changes nothing."""
+        return KeyReport(tuple(self._where(i, raw)[0] for i, raw in await self._records()))
+
+    async def rotate_keys(self) -> KeyReport:
+        """Re-seal every connection's credentials that an older key opens under the newest key. A record no
+        key opens is reported (by id, with the reason) and the others are re-sealed all the same."""
+        swap = self.redis.register_script(_SWAP)
+        records, resealed = [], []
+        for connection_id, raw in await self._records():
+            where, stored = self._where(connection_id, raw)
+            if stored is not None and where.needs_older_key:
+                try:
+                    sealed = self.box.rotated(stored.sealed)
+                except UnreadableCredentials as exc:  # opened a moment ago: only a damaged token gets here
+                    where = RecordKey(connection_id, stored.kind, None, reason=exc.message)
+                else:
+                    new = stored.model_copy(update={"sealed": sealed}).model_dump_json()
+                    if await swap(keys=[self._key(connection_id)], args=[raw, new]):
+                        where = RecordKey(connection_id, stored.kind, 0)
+                        resealed.append(connection_id)
+                    else:  # saved meanwhile (under the newest key, as every save is): report what is there now
+                        now = await self.redis.get(self._key(connection_id))
+                        if now is None:
+                            continue
+                        where = self._where(connection_id, now)[0]
+            records.append(where)
+        return KeyReport(tuple(records), tuple(resealed))

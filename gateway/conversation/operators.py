@@ -38,6 +38,14 @@ def display_name(username: str) -> str:
     return " ".join(word[:1].upper() + word[1:] for word in words if word) or username
 
 
+def account_name(typed: str) -> str | None:
+    """The account a typed username names (trimmed, lower-cased), or None when that is no possible
+    username. Sign-in, its per-account limit and every change to an account go through this, so one
+    account has exactly one spelling: padding or letter case never makes a second one."""
+    name = typed.strip().lower()
+    return name if USERNAME.fullmatch(name) else None
+
+
 def _check_password(password: str) -> None:
     if not MIN_PASSWORD <= len(password) <= MAX_PASSWORD:
         raise InvalidInput(f"password: between {MIN_PASSWORD} and {MAX_PASSWORD} characters")
@@ -66,26 +74,27 @@ class Operators:
             await asyncio.to_thread(self._hasher.verify, stored, password)
 
     async def create(self, username: str, password: str, role: Role) -> Operator:
-        username = username.strip().lower()
-        if not USERNAME.match(username):
+        name = account_name(username)
+        if name is None:
             raise InvalidInput("username: 2-64 characters: lower-case letters, digits, '.', '_', '@', '-'")
         if role not in ROLES:
             raise InvalidInput(f"role: one of {', '.join(ROLES)}")
         _check_password(password)
         now = datetime.now(UTC).isoformat()
         mapping = {"role": role, "hash": await self._hash(password), "created_at": now, "password_changed_at": now}
-        if not await self._redis.hsetnx(self._key(username), "role", role):
-            raise Conflict(f"an operator named {username!r} already exists")
-        await self._redis.hset(self._key(username), mapping=mapping)
-        await self._redis.sadd(self._index, username)
-        return await self._require(username)
+        if not await self._redis.hsetnx(self._key(name), "role", role):
+            raise Conflict(f"an operator named {name!r} already exists")
+        await self._redis.hset(self._key(name), mapping=mapping)
+        await self._redis.sadd(self._index, name)
+        return await self._require(name)
 
     async def get(self, username: str) -> Operator | None:
-        raw = await self._redis.hgetall(self._key(username.strip().lower()))
+        name = account_name(username)
+        raw = await self._redis.hgetall(self._key(name)) if name else None
         if not raw or b"hash" not in raw:
             return None
         data = {k.decode(): v.decode() for k, v in raw.items() if k != b"hash"}
-        return Operator(username=username.strip().lower(), **data)
+        return Operator(username=name, **data)
 
     async def _require(self, username: str) -> Operator:
         found = await self.get(username)
@@ -102,7 +111,8 @@ class Operators:
 
     async def verify(self, username: str, password: str) -> Operator | None:
         """The operator when the password is right; None otherwise (and as slowly for an unknown name)."""
-        stored = await self._redis.hget(self._key(username.strip().lower()), "hash")
+        name = account_name(username)
+        stored = await self._redis.hget(self._key(name), "hash") if name else None
         if stored is None and self._dummy is None:
             self._dummy = await self._hash("not a password of anyone")
         # Verifying against the dummy when the username is unknown takes as long as a real check,
@@ -111,7 +121,7 @@ class Operators:
             await self._verify(stored.decode() if stored else self._dummy, password)
         except (VerifyMismatchError, VerificationError, InvalidHashError):
             return None
-        return await self.get(username) if stored else None
+        return await self.get(name) if stored and name else None
 
     async def _admins(self) -> int:
         return sum(op.role == "admin" for op in await self.all())
@@ -123,7 +133,7 @@ class Operators:
         if operator.role == "admin" and role != "admin" and await self._admins() <= 1:
             raise Conflict("the last admin cannot be demoted; make someone else admin first")
         await self._redis.hset(self._key(operator.username), "role", role)
-        return await self._require(username)
+        return await self._require(operator.username)
 
     async def reset_password(self, username: str, password: str) -> Operator:
         operator = await self._require(username)
@@ -131,11 +141,13 @@ class Operators:
         await self._redis.hset(self._key(operator.username), mapping={
             "hash": await self._hash(password), "password_changed_at": datetime.now(UTC).isoformat(),
         })
-        return await self._require(username)
+        return await self._require(operator.username)
 
-    async def remove(self, username: str) -> None:
+    async def remove(self, username: str) -> Operator:
+        """Remove the account; the removed operator (its canonical name signs its sessions out)."""
         operator = await self._require(username)
         if operator.role == "admin" and await self._admins() <= 1:
             raise Conflict("the last admin cannot be removed")
         await self._redis.delete(self._key(operator.username))
         await self._redis.srem(self._index, operator.username)
+        return operator

@@ -10,15 +10,24 @@ The lock-out cannot be turned against an account's owner from another address: p
 limit, an address that signed in to that account recently is still let through to the password check
 (its own per-address limit still applies), while every other address waits out the window. See
 docs/security/limits.md for why this rather than a progressive delay.
+
+The account is counted by its canonical name (``operators.account_name``: the same name the password
+check resolves), so no spelling of a name is a fresh count for the same account; a typed name that is
+no possible account is counted under one shared name. An address is counted by its
+``limit_bucket`` (an IPv6 client by its /64).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gateway.conversation.operators import account_name
 from gateway.conversation.rate_limit import RateLimit
+from gateway.core.client_address import limit_bucket
 
-__all__ = ["Admission", "SignInGuard"]
+__all__ = ["NO_ACCOUNT", "Admission", "SignInGuard"]
+
+NO_ACCOUNT = "-"  # the count of typed names that are no possible username (no account starts with "-")
 
 # KEYS: account count, address count, "address known to account" marker.
 # ARGV: account limit, address limit, window (s). Limits of 0 are off.
@@ -54,8 +63,8 @@ return 0
 
 @dataclass(frozen=True)
 class Admission:
-    username: str
-    address: str
+    account: str | None  # the canonical account the typed name names; None: no possible account
+    address: str  # the address's limit bucket
     known_address: bool  # the address signed in to this account recently
 
 
@@ -68,20 +77,22 @@ class SignInGuard:
         self._admit = redis.register_script(_ADMIT)
         self._return = redis.register_script(_RETURN)
 
-    def _keys(self, username: str, address: str) -> list[str]:
-        known = self._account.store.key("signin-known", username, address)
-        return [self._account.key(username), self._address.key(address), known]
+    def _keys(self, account: str | None, bucket: str) -> list[str]:
+        name = account or NO_ACCOUNT
+        known = self._account.store.key("signin-known", name, bucket)
+        return [self._account.key(name), self._address.key(bucket), known]
 
-    async def admit(self, username: str, address: str) -> Admission:
+    async def admit(self, typed_username: str, address: str) -> Admission:
         """Count one attempt, or raise ``RateLimited`` (counting nothing) when a limit is reached."""
+        account, bucket = account_name(typed_username), limit_bucket(address)
         rules = self._account.rule, self._address.rule
-        verdict, value = await self._admit(keys=self._keys(username, address),
+        verdict, value = await self._admit(keys=self._keys(account, bucket),
                                            args=[rules[0].limit, rules[1].limit, rules[0].window_s])
         if verdict == 1:
             raise self._address.refuse(rules[1].limit, max(int(value), 1))
         if verdict == 2:
             raise self._account.refuse(rules[0].limit, max(int(value), 1))
-        return Admission(username, address, known_address=bool(value))
+        return Admission(account, bucket, known_address=bool(value))
 
     async def succeeded(self, admission: Admission) -> None:
-        await self._return(keys=self._keys(admission.username, admission.address), args=[self._known_for_s])
+        await self._return(keys=self._keys(admission.account, admission.address), args=[self._known_for_s])

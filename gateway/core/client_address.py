@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 
-__all__ = ["ClientAddresses"]
+__all__ = ["ClientAddresses", "limit_bucket"]
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -39,3 +39,18 @@ class ClientAddresses:
             if not self._is_trusted(hop):
                 return hop
         return address
+
+
+def limit_bucket(address: str) -> str:
+    """What a per-address limit counts against: an IPv4 address itself, an IPv6 client by its /64.
+    One IPv6 subscriber (a home line, a cloud host) is routinely given a whole /64, so counting single
+    addresses would give them 2**64 fresh counters; an IPv4-mapped address counts as its IPv4."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address  # "unknown": no socket peer
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)

@@ -586,8 +586,9 @@ class Settings(BaseSettings):
     # conn (issue 28): channel connections
     secret_key: SecretStr | None = Field(None, description=(
         "Fernet keys that encrypt channel connections' credentials at rest, comma-separated, newest first "
-        "(the first encrypts, all decrypt: put a new key in front to rotate); unset: connections with "
-        "credentials cannot be added"))
+        "(the first encrypts, all decrypt: put a new key in front to rotate); unset: in embedded mode a key "
+        "generated on the first start into `<data dir>/secret.key` (mode 0600), with an external Redis "
+        "connections with credentials cannot be added"))
 
     # voice relay (issue 29)
     twilio_voice_mode: Literal["relay", "gather"] = Field("relay", description=(
