@@ -14,9 +14,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gateway.agents.store import LATEST, AgentStore
-from gateway.connections.model import DEFAULT_ID, KINDS, REQUIRED, Connection, ConnectionStatus, Kind
+from gateway.connections.model import DEFAULT_ID, KINDS, REQUIRED, Connection, Kind
 from gateway.connections.store import ConnectionStore
-from gateway.connections.verify import ConnectionVerifier, VendorUnreachable
+from gateway.connections.verify import ConnectionVerifier, CredentialsRefused, VendorUnreachable
 from gateway.core.errors import Conflict, InvalidInput, NotFound
 from gateway.core.models import utcnow
 from gateway.core.settings import Settings
@@ -73,11 +73,11 @@ class Connections:
         return connection.public(self.settings.public_url)["webhook_url"]
 
     async def list(self) -> list[Connection]:
-        return [*self.environment(), *await self.store.list()]
+        return [*await self.environment(), *await self.store.list()]
 
     async def get(self, connection_id: str) -> Connection:
         if connection_id == DEFAULT_ID:
-            found = self.environment()
+            found = await self.environment()
             if not found:
                 raise NotFound("no channel is configured by environment variables")
             return found[0]
@@ -190,7 +190,7 @@ class Connections:
         if connection_id == DEFAULT_ID:
             raise Conflict("the default connection is configured by environment variables and is read-only here")
 
-    def environment(self) -> list[Connection]:
+    async def environment(self) -> list[Connection]:
         """The channels configured by environment variables, as the read-only connection ``default``."""
         s = self.settings
         found: list[tuple[Kind, dict[str, str]]] = []
@@ -204,4 +204,4 @@ class Connections:
                       "phone_number": s.twilio_from_number or ""}
             found += [("twilio_sms", twilio), ("twilio_voice", twilio)]
         return [Connection(id=DEFAULT_ID, kind=kind, name="default", credentials=creds, read_only=True,
-                           status=ConnectionStatus()) for kind, creds in found]
+                           status=await self.store.environment_status(kind)) for kind, creds in found]
