@@ -11,6 +11,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import RedirectResponse, Response
 
+from admin_ui.public_url import GUIDE, reachable_by_vendors
 from admin_ui.render import page
 from admin_ui.security import PREFIX, Signed, admin_only, check_csrf
 from gateway.connections.model import KINDS, REQUIRED, SECRET_FIELDS
@@ -39,6 +40,10 @@ async def _agents(signed: Signed) -> list:
     return await signed.services.agents.list()
 
 
+def _url_note(url: str) -> dict:
+    return {"local_url": None if reachable_by_vendors(url) else url, "guide": GUIDE}
+
+
 def _form_fields() -> dict:
     return {kind: [(name, FIELD_LABELS[name], name in SECRET_FIELDS) for name in REQUIRED[kind]] for kind in KINDS}
 
@@ -48,7 +53,7 @@ async def _list(request: Request, signed: Signed, status_code: int = 200, **cont
     return page(request, "channels.html", signed, status_code,
                 connections=[c.public(url) for c in await _connections(signed).list()],
                 agents=await _agents(signed), kinds=KINDS, labels=LABELS, fields=_form_fields(),
-                key_ready=_connections(signed).store.box.ready, **context)
+                key_ready=_connections(signed).store.box.ready, **_url_note(url), **context)
 
 
 @router.get("")
@@ -88,7 +93,7 @@ async def _detail(connection_id: str, request: Request, signed: Signed, status_c
         error = shown["state_message"]
     return page(request, "channel.html", signed, status_code, c=shown,
                 agents=await _agents(signed), labels=LABELS, fields=_form_fields()[connection.kind],
-                outcome=DONE.get(done), error=error)
+                outcome=DONE.get(done), error=error, **_url_note(url))
 
 
 @router.post("/{connection_id}")
