@@ -11,6 +11,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import RedirectResponse, Response
 
+from admin_ui.public_url import GUIDE, reachable_by_vendors
 from admin_ui.render import page
 from admin_ui.security import PREFIX, Signed, admin_only, check_csrf
 from gateway.connections.model import KINDS, REQUIRED, SECRET_FIELDS
@@ -26,6 +27,7 @@ FIELD_LABELS = {"bot_token": "Bot token", "signing_secret": "Signing secret", "a
 DONE = {"added": "Connection added.", "saved": "Changes saved.", "verified": "Verified again.",
         "enabled": "Connection enabled.", "disabled": "Connection disabled: its webhook answers 404.",
         "deleted": "Connection deleted."}
+CHECK_FAILED = "check_failed"  # enable / verify again left it disabled: the page says why, as an error
 
 
 def _connections(signed: Signed) -> Connections:
@@ -38,6 +40,10 @@ async def _agents(signed: Signed) -> list:
     return await signed.services.agents.list()
 
 
+def _url_note(url: str) -> dict:
+    return {"local_url": None if reachable_by_vendors(url) else url, "guide": GUIDE}
+
+
 def _form_fields() -> dict:
     return {kind: [(name, FIELD_LABELS[name], name in SECRET_FIELDS) for name in REQUIRED[kind]] for kind in KINDS}
 
@@ -48,7 +54,7 @@ async def _list(request: Request, signed: Signed, status_code: int = 200, **cont
                 connections=[c.public(url) for c in await _connections(signed).list()],
                 agents=await _agents(signed), kinds=KINDS, labels=LABELS, fields=_form_fields(),
                 key_ready=_connections(signed).store.box.ready, key_file=_connections(signed).store.box.generated_file,
-                keys=await _connections(signed).store.check_keys(), **context)
+                keys=await _connections(signed).store.check_keys(), **_url_note(url), **context)
 
 
 @router.get("")
@@ -69,7 +75,8 @@ async def add(request: Request, signed: Signed = Depends(admin_only)) -> Respons
         typed = {"kind": kind, "name": data["name"], "agent": data["agent"] or "",
                  **{k: v for k, v in data["credentials"].items() if k not in SECRET_FIELDS}}
         return await _list(request, signed, 422, error=exc.message, typed=typed)
-    return RedirectResponse(f"{PREFIX}/channels/{connection.id}?done=added", status_code=303)
+    done = "added" if connection.enabled else CHECK_FAILED
+    return RedirectResponse(f"{PREFIX}/channels/{connection.id}?done={done}", status_code=303)
 
 
 @router.get("/{connection_id}")
@@ -80,9 +87,14 @@ async def detail(connection_id: str, request: Request, signed: Signed = Depends(
 async def _detail(connection_id: str, request: Request, signed: Signed, status_code: int = 200,
                   error: str | None = None) -> Response:
     connection = await _connections(signed).get(connection_id)
-    return page(request, "channel.html", signed, status_code, c=connection.public(signed.services.settings.public_url),
+    url = signed.services.settings.public_url
+    shown = connection.public(url)
+    done = request.query_params.get("done", "")
+    if error is None and done == CHECK_FAILED and shown["state"] == "check_failed":
+        error = shown["state_message"]
+    return page(request, "channel.html", signed, status_code, c=shown,
                 agents=await _agents(signed), labels=LABELS, fields=_form_fields()[connection.kind],
-                outcome=DONE.get(request.query_params.get("done", "")), error=error)
+                outcome=DONE.get(done), error=error, **_url_note(url))
 
 
 @router.post("/{connection_id}")
@@ -101,11 +113,11 @@ async def change(connection_id: str, request: Request, signed: Signed = Depends(
                                                      **({"credentials": credentials} if credentials else {})})
             done = "saved"
         elif action in ("enable", "disable"):
-            await connections.update(connection_id, {"enabled": action == "enable"})
-            done = f"{action}d"
+            changed = await connections.update(connection_id, {"enabled": action == "enable"})
+            done = f"{action}d" if changed.enabled == (action == "enable") else CHECK_FAILED
         elif action == "verify":
-            await connections.verify_again(connection_id)
-            done = "verified"
+            checked = await connections.verify_again(connection_id)
+            done = "verified" if checked.enabled else CHECK_FAILED
         elif action == "delete":
             await connections.delete(connection_id)
             return RedirectResponse(f"{PREFIX}/channels?done=deleted", status_code=303)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
+from admin_ui.public_url import GUIDE, reachable_by_vendors
 from admin_ui.render import page
 from admin_ui.security import PREFIX, Signed, check_csrf, signed_in
 from gateway.core.errors import GatewayError
@@ -150,4 +151,6 @@ async def _overview(request: Request, signed: Signed, llm_test: dict | None = No
         except Exception:  # Redis down: the status block says so
             depths[name] = None
     return page(request, "overview.html", signed, status=await _status(services), channels=_channels(services),
-                counters=counters, depths=depths, hour=await _last_hour(services), llm_test=llm_test)
+                counters=counters, depths=depths, hour=await _last_hour(services), llm_test=llm_test,
+                local_url=None if reachable_by_vendors(services.settings.public_url) else services.settings.public_url,
+                guide=GUIDE)

@@ -131,6 +131,8 @@ class ConnectionKind:
         if connection_id is None:
             if self.environment is None:
                 raise DeliveryRejected(f"no {self.name!r} channel is configured by environment variables")
+            if self.context.connections is not None:
+                await self.context.connections.note_environment(self.kind, last_inbound_at=now())
             return await self.environment.accept(delivery)
         store = self.context.connections
         connection = None if store is None else await store.find(connection_id)

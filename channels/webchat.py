@@ -373,7 +373,20 @@ class WebChatAdapter:
         async def widget() -> Response:
             return JavaScriptResponse(_static("widget.js"), headers={"Cache-Control": "public, max-age=300"})
 
+        # the site's icon, for the chat page and the console alike (a browser asks the root for it)
+        @router.get("/favicon.svg", include_in_schema=False)
+        async def favicon_svg() -> Response:
+            return Response(_static("favicon.svg"), media_type="image/svg+xml", headers=ICON_CACHE)
+
+        @router.get("/favicon.ico", include_in_schema=False)
+        async def favicon_ico() -> Response:
+            icon = resources.files("channels.static").joinpath("favicon.ico").read_bytes()
+            return Response(icon, media_type="image/x-icon", headers=ICON_CACHE)
+
         return router
+
+
+ICON_CACHE = {"Cache-Control": "public, max-age=86400"}
 
 
 class JavaScriptResponse(Response):

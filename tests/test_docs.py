@@ -65,3 +65,49 @@ def test_the_readme_is_a_front_door_whose_links_exist():
     assert "make run" in readme and "make test" in readme
     for target in re.findall(r"\]\(((?!https?:|#|mailto:)[^)#\s]+)", readme):
         assert (ROOT / target).exists(), f"README links to a missing file: {target}"
+
+
+MARKDOWN_LINK = re.compile(r"\]\(((?!https?:|#|mailto:)[^)#\s]+)(#[^)\s]*)?\)")
+FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
+BARE_COMMAND = re.compile(r"(?:^\s*(?:\$\s*)?|\|\s*)(switchboard|python -m gateway|mkdocs|pytest|ruff|lint-imports)\s")
+DOCKER_SECTION = re.compile(r"^## [^\n]*Docker.*?(?=^## |\Z)", re.S | re.M)  # commands inside a container
+
+
+def _pages() -> list[Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def test_every_link_in_the_docs_resolves_when_read_in_the_repository():
+    """The site's generated pages (docs/hooks/reference.py) stand in the repository as short pages saying
+    where their content comes from, so a link to them works in both places."""
+    broken = []
+    for page in _pages():
+        for target, _ in MARKDOWN_LINK.findall(page.read_text(encoding="utf-8")):
+            if not (page.parent / target).exists():
+                broken.append(f"{page.relative_to(ROOT)} -> {target}")
+    assert broken == []
+
+
+def test_the_generated_pages_have_a_repository_stand_in_that_the_build_replaces():
+    reference = _reference()
+    for name, generated in {"settings": reference.settings_markdown(), "cli": reference.cli_markdown()}.items():
+        stand_in = (ROOT / "docs" / "reference" / f"{name}.md").read_text(encoding="utf-8")
+        assert "generated" in stand_in and "docs/hooks/reference.py" in stand_in
+        assert stand_in.splitlines()[0] == generated.splitlines()[0]  # the same title in both places
+    assert (ROOT / "docs" / "reference" / "http-api.md").read_text(encoding="utf-8").startswith("# HTTP API\n")
+
+
+def test_commands_in_the_docs_run_from_a_fresh_checkout():
+    """`make run` installs into .venv without activating it: a command a reader copies is a make target
+    or names the venv's copy (`.venv/bin/switchboard`)."""
+    bare = []
+    for page in _pages():
+        text = page.read_text(encoding="utf-8")
+        for block in FENCE.findall(DOCKER_SECTION.sub("", text)):
+            bare += [f"{page.relative_to(ROOT)}: {line.strip()}" for line in block.splitlines()
+                     if BARE_COMMAND.search(line)]
+        if page.name == "README.md" or page.parent.name == "getting-started":  # the newcomer's path, prose too
+            prose = FENCE.sub("", DOCKER_SECTION.sub("", text))
+            bare += [f"{page.relative_to(ROOT)}: `{span}`" for span in re.findall(r"`([^`\n]+)`", prose)
+                     if BARE_COMMAND.match(span + " ")]
+    assert bare == []

@@ -19,7 +19,7 @@
 
   var css = [
     ".sb-root{--sb-accent:#2f5bea;--sb-bg:#fff;--sb-fg:#1b1f24;--sb-muted:#5b6470;font:15px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;color:var(--sb-fg)}",
-    ".sb-launcher{position:fixed;right:20px;bottom:20px;width:56px;height:56px;border-radius:50%;border:0;background:var(--sb-accent);color:#fff;font-size:26px;cursor:pointer;box-shadow:0 4px 14px rgba(0,0,0,.25);z-index:2147483000}",
+    ".sb-launcher{position:fixed;right:20px;bottom:20px;width:56px;height:56px;border-radius:50%;border:0;background:var(--sb-accent);color:#fff;cursor:pointer;box-shadow:0 4px 14px rgba(0,0,0,.25);z-index:2147483000;display:flex;align-items:center;justify-content:center}",
     ".sb-launcher:focus-visible,.sb-send:focus-visible,.sb-close:focus-visible{outline:3px solid #ffbf47;outline-offset:2px}",
     ".sb-panel{position:fixed;right:20px;bottom:88px;width:370px;max-width:calc(100vw - 24px);height:560px;max-height:calc(100vh - 110px);display:flex;flex-direction:column;background:var(--sb-bg);border-radius:14px;box-shadow:0 8px 30px rgba(0,0,0,.25);overflow:hidden;z-index:2147483000}",
     ".sb-panel[hidden]{display:none}",
@@ -68,6 +68,19 @@
     return node;
   }
 
+  // A drawn speech bubble, not an emoji: a system without an emoji font shows an empty box for those.
+  function bubbleIcon() {
+    var ns = "http://www.w3.org/2000/svg";
+    var svg = document.createElementNS(ns, "svg");
+    svg.setAttribute("viewBox", "0 0 24 24"); svg.setAttribute("width", "28"); svg.setAttribute("height", "28");
+    svg.setAttribute("aria-hidden", "true"); svg.setAttribute("focusable", "false"); svg.setAttribute("class", "sb-icon");
+    var path = document.createElementNS(ns, "path");
+    path.setAttribute("fill", "currentColor");
+    path.setAttribute("d", "M5 3h14a3 3 0 0 1 3 3v9a3 3 0 0 1-3 3h-8l-5 4v-4H5a3 3 0 0 1-3-3V6a3 3 0 0 1 3-3z");
+    svg.appendChild(path);
+    return svg;
+  }
+
   var root = el("div", { class: "sb-root" + (opts.page ? " sb-page" : ""), "data-switchboard": "" });
   var style = el("style");
   style.textContent = css;
@@ -84,7 +97,8 @@
   var send = el("button", { class: "sb-send", type: "submit" }, "Send");
   form.appendChild(label); form.appendChild(input); form.appendChild(send);
   panel.appendChild(header); panel.appendChild(log); panel.appendChild(error); panel.appendChild(form);
-  var launcher = el("button", { class: "sb-launcher", type: "button", "aria-label": "Open chat", "aria-expanded": "false" }, "\ud83d\udcac");
+  var launcher = el("button", { class: "sb-launcher", type: "button", "aria-label": "Open chat", "aria-expanded": "false" });
+  launcher.appendChild(bubbleIcon());
   root.appendChild(style);
   root.appendChild(panel);
   if (!opts.page) { root.appendChild(launcher); panel.hidden = true; }

@@ -361,3 +361,10 @@ def on_files(files, config):  # noqa: ANN001 - MkDocs hook signature
             files.remove(existing)
         files.append(File.generated(config, uri, content=content))
     return files
+
+
+if __name__ == "__main__":  # `.venv/bin/python docs/hooks/reference.py settings|http-api|cli`: one page, printed
+    PAGES = {"settings": settings_markdown, "http-api": lambda: http_markdown(openapi_document()), "cli": cli_markdown}
+    if len(sys.argv) != 2 or sys.argv[1] not in PAGES:
+        sys.exit(f"usage: {sys.argv[0]} {'|'.join(PAGES)}")
+    sys.stdout.write(PAGES[sys.argv[1]]())

@@ -24,8 +24,11 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         settings = settings.model_copy(update={"demo": True})
     if settings.redis_url is not None:  # a gateway without its system of record would only answer 503s
         check_redis(settings.redis_url, settings.redis_connect_timeout_s)
+    host = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
+    base = f"http://{f'[{host}]' if ':' in host else host}:{args.port}"
+    if "public_url" not in settings.model_fields_set:  # unset: the address this server is bound to
+        settings = settings.model_copy(update={"public_url": base})
     app = create_app(settings)
-    base = f"http://{'127.0.0.1' if args.host in ('0.0.0.0', '::') else args.host}:{args.port}"
     print(f"Switchboard: web chat {base}/chat · console {base}/admin · API docs {base}/docs", flush=True)
     # proxy_headers off: the client address comes from SWITCHBOARD_TRUSTED_PROXIES alone (gateway.core.client_address)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False, proxy_headers=False,

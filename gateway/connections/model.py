@@ -8,6 +8,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from gateway.connections.state import describe
 from gateway.core.models import new_id, utcnow
 
 __all__ = ["DEFAULT_ID", "KINDS", "REQUIRED", "SECRET_FIELDS", "Connection", "ConnectionStatus", "Kind",
@@ -73,6 +74,7 @@ class ConnectionStatus(BaseModel):
     last_error_at: datetime | None = None
     account: str | None = None  # who the vendor says we are: a bot's @username, a Slack team, a Twilio account
     waiting_for_template: int = 0  # WhatsApp replies refused outside the 24-hour window
+    check_error: str | None = None  # why the last check with the vendor failed; cleared when one passes
 
 
 class Connection(BaseModel):
@@ -102,8 +104,11 @@ class Connection(BaseModel):
         return text
 
     def public(self, public_url: str) -> dict:
-        """The answer shape: credentials masked, the URL the vendor must call."""
+        """The answer shape: credentials masked, the URL the vendor must call, the state in one sentence."""
         body = self.model_dump(mode="json", exclude={"credentials"})
         body["credentials"] = {k: mask(v) if k in SECRET_FIELDS else v for k, v in self.credentials.items()}
         body["webhook_url"] = public_url.rstrip("/") + webhook_path(self.kind, self.id)
+        body["state"], body["state_message"] = describe(
+            self.kind, enabled=self.enabled, read_only=self.read_only, verified_at=self.status.verified_at,
+            check_error=self.status.check_error)
         return body

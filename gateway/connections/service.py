@@ -2,7 +2,9 @@
 
 Refused input (unknown kind, a missing credential, an unknown agent, credentials the vendor refuses)
 stores nothing. A vendor that cannot be reached does not lose the operator's work: the connection
-is stored disabled with the error in its status, to be verified again later.
+is stored disabled with the error in its status, to be verified again later. Checking the stored
+credentials again (verify again, enable) records its outcome either way: a failed check leaves the
+connection disabled with that error as its last error; one that passes clears it.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gateway.agents.store import LATEST, AgentStore
-from gateway.connections.model import DEFAULT_ID, KINDS, REQUIRED, Connection, ConnectionStatus, Kind
+from gateway.connections.model import DEFAULT_ID, KINDS, REQUIRED, Connection, Kind
 from gateway.connections.store import ConnectionStore
-from gateway.connections.verify import ConnectionVerifier, VendorUnreachable
+from gateway.connections.verify import ConnectionVerifier, CredentialsRefused, VendorUnreachable
 from gateway.core.errors import Conflict, InvalidInput, NotFound
 from gateway.core.models import utcnow
 from gateway.core.settings import Settings
@@ -80,11 +82,11 @@ class Connections:
         return connection.public(self.settings.public_url)["webhook_url"]
 
     async def list(self) -> list[Connection]:
-        return [*self.environment(), *await self.store.list()]
+        return [*await self.environment(), *await self.store.list()]
 
     async def get(self, connection_id: str) -> Connection:
         if connection_id == DEFAULT_ID:
-            found = self.environment()
+            found = await self.environment()
             if not found:
                 raise NotFound("no channel is configured by environment variables")
             return found[0]
@@ -133,7 +135,8 @@ class Connections:
         updated = current.model_copy(update=changes)
         if not reverify:
             return await self.store.save(updated)
-        saved = await self._verified_save(updated)
+        # a refusal of credentials given here is refused input; of the stored ones, the connection's state
+        saved = await self._verified_save(updated, stored_credentials="credentials" not in changes)
         if "credentials" in changes and saved.status.verified_at != current.status.verified_at:
             await self._forget(current)  # e.g. the old bot token's webhook: it must not call us any more
         return saved
@@ -141,7 +144,7 @@ class Connections:
     async def verify_again(self, connection_id: str) -> Connection:
         self._writable(connection_id)
         current = await self.store.get(connection_id)
-        return await self._verified_save(current.model_copy(update={"enabled": True}))
+        return await self._verified_save(current.model_copy(update={"enabled": True}), stored_credentials=True)
 
     async def delete(self, connection_id: str) -> None:
         self._writable(connection_id)
@@ -159,7 +162,9 @@ class Connections:
                             connection.redact(str(exc)))
 
     # -- the parts -----------------------------------------------------------------------------
-    async def _verified_save(self, connection: Connection) -> Connection:
+    async def _verified_save(self, connection: Connection, *, stored_credentials: bool = False) -> Connection:
+        """Save after asking the vendor. ``stored_credentials``: the credentials are those already
+        stored, so a refusal is recorded as the connection's failed check (and still raised)."""
         verifier = self.verifiers.get(connection.kind)
         error = None
         status = connection.status
@@ -170,13 +175,25 @@ class Connections:
             except VendorUnreachable as exc:
                 error = connection.redact(str(exc))
                 connection = connection.model_copy(update={"enabled": False})
+            except CredentialsRefused as exc:
+                if stored_credentials:
+                    await self._check_failed(connection, connection.redact(exc.message))
+                raise
         saved = await self.store.save(connection.model_copy(update={"status": status}))
         if error is not None:
-            log.warning("connection %s (%s) saved disabled: %s", saved.id, saved.kind, error)
-            await self.store.note_error(saved, error)
+            await self._check_failed(saved, error, saved_already=True)
         elif verifier is not None and connection.enabled:
-            await self.store.note(saved.id, last_error=None, last_error_at=None)
+            await self.store.note(saved.id, last_error=None, last_error_at=None, check_error=None)
         return await self.store.get(saved.id)
+
+    async def _check_failed(self, connection: Connection, error: str, *, saved_already: bool = False) -> None:
+        """One failed check, one state: disabled, with this error as the check's and the last error."""
+        if not saved_already:
+            await self.store.save(connection.model_copy(update={"enabled": False}))
+        log.warning("connection %s (%s) disabled: the check with the vendor failed: %s", connection.id,
+                    connection.kind, error)
+        await self.store.note_error(connection, error)
+        await self.store.note(connection.id, check_error=error[:500])
 
     async def _agent(self, agent: str | None) -> str | None:
         """``id``, ``id@version`` or an agent's name, checked; None (the channels' agent) as given."""
@@ -197,7 +214,7 @@ class Connections:
         if connection_id == DEFAULT_ID:
             raise Conflict("the default connection is configured by environment variables and is read-only here")
 
-    def environment(self) -> list[Connection]:
+    async def environment(self) -> list[Connection]:
         """The channels configured by environment variables, as the read-only connection ``default``."""
         s = self.settings
         found: list[tuple[Kind, dict[str, str]]] = []
@@ -211,4 +228,4 @@ class Connections:
                       "phone_number": s.twilio_from_number or ""}
             found += [("twilio_sms", twilio), ("twilio_voice", twilio)]
         return [Connection(id=DEFAULT_ID, kind=kind, name="default", credentials=creds, read_only=True,
-                           status=ConnectionStatus()) for kind, creds in found]
+                           status=await self.store.environment_status(kind)) for kind, creds in found]

@@ -16,7 +16,7 @@ from datetime import datetime
 from pydantic import BaseModel, ValidationError
 
 from gateway.connections.key_report import KeyReport, RecordKey
-from gateway.connections.model import Connection, ConnectionStatus, is_connection_id
+from gateway.connections.model import DEFAULT_ID, Connection, ConnectionStatus, is_connection_id
 from gateway.connections.secrets import UNOPENED, CredentialBox, UnreadableCredentials
 from gateway.conversation.store import RedisStore
 from gateway.core.errors import NotFound
@@ -155,6 +155,14 @@ class ConnectionStore:
     async def note_error(self, connection: Connection, error: str) -> None:
         """The connection's ``last_error``, its credentials masked (a vendor's error may echo one)."""
         await self.note(connection.id, last_error=connection.redact(error)[:500], last_error_at=utcnow())
+
+    async def note_environment(self, kind: str, **fields: object) -> None:
+        """Status fields of the environment-configured channel of ``kind`` (part of ``default``)."""
+        await self.note(f"{DEFAULT_ID}:{kind}", **fields)
+
+    async def environment_status(self, kind: str) -> ConnectionStatus:
+        raw = await self.redis.hgetall(self._key(DEFAULT_ID, kind, "status"))
+        return ConnectionStatus.model_validate({k.decode(): v.decode() for k, v in raw.items()})
 
     async def count_refusal(self, connection_id: str) -> None:
         await self.redis.hincrby(self._key(connection_id, "status"), "waiting_for_template", 1)

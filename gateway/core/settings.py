@@ -57,7 +57,8 @@ class Settings(BaseSettings):
     )
     public_url: str = Field(
         "http://127.0.0.1:8000", description="The address vendors and browsers reach the gateway at: webhook URLs are "
-        "built from it and Twilio signatures are checked against it; https makes the console's cookie `Secure`.",
+        "built from it and Twilio signatures are checked against it; https makes the console's cookie `Secure`. "
+        "Unset, `switchboard serve` uses the address it is bound to (`--host`, `--port`).",
     )
     log_level: str = Field("INFO", description="Python log level (`DEBUG`, `INFO`, `WARNING`, ...).")
     log_json: bool = Field(False, description="Log one JSON object per line instead of text.")

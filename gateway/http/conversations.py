@@ -36,6 +36,7 @@ async def list_conversations(channel: str = "", status: str = "", q: str = "",
             "id": r.conversation.id, "channel": r.conversation.channel, "persona_id": r.conversation.persona_id,
             "persona": r.persona, "status": r.status, "operator": r.handoff.operator if r.handoff else None,
             "last_message": r.last or None, "started_at": r.conversation.started_at.isoformat(),
+            "connection": r.conversation.connection,
         } for r in rows],
         "more": more, "statuses": sorted(STATUSES),
     }

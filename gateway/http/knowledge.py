@@ -40,9 +40,15 @@ class _SearchBase(BaseModel):
     k: int = Field(default=5, ge=1, le=50)
     conversation_meta: str = ""
     kbs: list[str] | None = None  # the knowledge bases to search; default: the agent's (all, unless configured)
+    bypass_cache: bool = False  # the console's retrieval-test switch: the same as ``"semantic_cache": false``
 
     def controls(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in CONTROL_FIELDS if getattr(self, name, None) is not None}
+        chosen = {name: getattr(self, name) for name in CONTROL_FIELDS if getattr(self, name, None) is not None}
+        if self.bypass_cache:
+            if chosen.get("semantic_cache"):
+                raise InvalidInput("bypass_cache: contradicts semantic_cache: true; give one of them")
+            chosen["semantic_cache"] = False
+        return chosen
 
 
 def _optional(field: FieldInfo) -> Any:

@@ -121,3 +121,13 @@ def test_an_entry_over_the_size_cap_is_not_cached(settings, caplog):
         assert "semantic cache: not stored (over its size cap)" in answers[1]["notes"]
         assert c.get("/api/kb/cache").json()["entries"] == 0
     assert "over the 4096-byte cap, not stored" in caplog.text
+
+
+def test_bypass_cache_as_the_console_offers_it(client):
+    first = search(client)
+    assert first["cache"] == "miss"
+    bypassed = search(client, bypass_cache=True)
+    assert bypassed["cache"] == "off" and bypassed["results"] == first["results"]
+    assert search(client)["cache"] == "hit"  # bypassing neither used nor dropped the cached entry
+    both = client.post("/api/kb/search", json={"query": "e-bike?", "bypass_cache": True, "semantic_cache": True})
+    assert both.status_code == 422 and both.json()["message"].startswith("bypass_cache: contradicts")
