@@ -6,7 +6,9 @@ webhook, the inbox's ``accept``, each sink call (send, typing), the vendor check
 runs inside ``vendor_boundary``: log records made there are masked as they are made, and an error
 leaving it has the credentials masked and its vendor cause cut off. A sink's ``DeliveryReport`` (whose
 ``error`` becomes the reply's delivery error, the turn trace's and the connection's ``last_error``) is
-masked the same way.
+masked the same way. Before a reply goes out, the sink checks (one cached read) that its connection
+is still there and enabled: a turn that was running when an operator disabled or deleted the
+connection (its token leaked, say) records its reply as not sent instead of sending it.
 """
 
 from __future__ import annotations
@@ -103,7 +105,23 @@ class MaskedSink:
     async def deliver(self, text: str) -> DeliveryReport:
         return await self._delivered(self._inner.deliver, text)
 
+    async def _withheld(self) -> DeliveryReport | None:
+        """Why the reply must not go out: its connection was deleted or disabled while the turn ran."""
+        store = self._context.connections
+        if store is None:
+            return None
+        current = await store.find(self._connection.id)
+        if current is not None and current.enabled:
+            return None
+        how = "deleted" if current is None else "disabled"
+        why = f"not sent: connection {self._connection.id} was {how} before the reply was ready"
+        log.info("%s reply %s", self._connection.kind, why)
+        return DeliveryReport(delivered=False, error=why, retryable=False)
+
     async def _delivered(self, send: Callable[..., Awaitable[DeliveryReport]], *args: Any) -> DeliveryReport:
+        withheld = await self._withheld()
+        if withheld is not None:
+            return withheld
         async with vendor_boundary(self._connection):
             report = await send(*args)
         return masked_report(report, self._connection)
