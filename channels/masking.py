@@ -36,8 +36,6 @@ from gateway.channel import (
 __all__ = ["MaskedSink", "masked_error", "masked_work", "vendor_boundary"]
 
 log = logging.getLogger(__name__)
-_WRAPPED = frozenset({"deliver_keyed", "typing", "say", "heard"})  # other sink calls that reach the vendor
-_DELIVERIES = frozenset({"deliver_keyed"})
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -87,8 +85,10 @@ def masked_report(report: DeliveryReport, connection: Connection) -> DeliveryRep
 
 
 class MaskedSink:
-    """A connection's reply sink behind its vendor boundary (what the sink can do is the inner one's:
-    ``typing`` and ``deliver_keyed`` exist exactly when the inner sink has them)."""
+    """A connection's reply sink behind its vendor boundary. What the sink can do is the inner one's:
+    ``of`` picks the class with ``typing`` and ``deliver_keyed`` exactly when the inner sink has them
+    (declared on the class: ``isinstance`` against a runtime protocol reads the class, not
+    ``__getattr__``, from Python 3.12 on)."""
 
     def __init__(self, inner: ReplySink, connection: Connection, context: ChannelContext) -> None:
         self._inner, self._connection, self._context = inner, connection, context
@@ -96,7 +96,12 @@ class MaskedSink:
 
     @classmethod
     def of(cls, inner: ReplySink, connection: Connection, context: ChannelContext) -> ReplySink:
-        return inner if isinstance(inner, MaskedSink) else cls(inner, connection, context)
+        if isinstance(inner, MaskedSink):
+            return inner
+        typing, keyed = callable(getattr(inner, "typing", None)), callable(getattr(inner, "deliver_keyed", None))
+        kind = {(False, False): MaskedSink, (True, False): _TypingSink, (False, True): _KeyedSink,
+                (True, True): _TypingKeyedSink}[(typing, keyed)]
+        return kind(inner, connection, context)
 
     async def delta(self, text: str) -> None:
         async with vendor_boundary(self._connection):
@@ -126,18 +131,31 @@ class MaskedSink:
             report = await send(*args)
         return masked_report(report, self._connection)
 
-    def __getattr__(self, name: str) -> Any:
-        value = getattr(self._inner, name)  # AttributeError when the inner sink has no such thing
-        if name not in _WRAPPED or not callable(value):
-            return value
-        if name in _DELIVERIES:
-            return lambda *args: self._delivered(value, *args)
+    async def say(self, text: str) -> None:
+        async with vendor_boundary(self._connection):
+            await self._inner.say(text)  # type: ignore[attr-defined]
 
-        async def call(*args: Any, **kwargs: Any) -> Any:
-            async with vendor_boundary(self._connection):
-                return await value(*args, **kwargs)
+    def __getattr__(self, name: str) -> Any:  # plain attributes (``channel``, ``turn_id``…) are the inner sink's
+        return getattr(self._inner, name)
 
-        return call
+
+class _TypingSink(MaskedSink):
+    @property
+    def typing_interval_s(self) -> float:
+        return self._inner.typing_interval_s  # type: ignore[attr-defined]
+
+    async def typing(self) -> None:
+        async with vendor_boundary(self._connection):
+            await self._inner.typing()  # type: ignore[attr-defined]
+
+
+class _KeyedSink(MaskedSink):
+    async def deliver_keyed(self, text: str, key: str) -> DeliveryReport:
+        return await self._delivered(self._inner.deliver_keyed, text, key)  # type: ignore[attr-defined]
+
+
+class _TypingKeyedSink(_TypingSink, _KeyedSink):
+    pass
 
 
 def masked_work(work: Work | None, connection: Connection, context: ChannelContext) -> Work | None:
