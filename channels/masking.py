@@ -6,7 +6,9 @@ webhook, the inbox's ``accept``, each sink call (send, typing), the vendor check
 runs inside ``vendor_boundary``: log records made there are masked as they are made, and an error
 leaving it has the credentials masked and its vendor cause cut off. A sink's ``DeliveryReport`` (whose
 ``error`` becomes the reply's delivery error, the turn trace's and the connection's ``last_error``) is
-masked the same way.
+masked the same way. Before a reply goes out, the sink checks (one cached read) that its connection
+is still there and enabled: a turn that was running when an operator disabled or deleted the
+connection (its token leaked, say) records its reply as not sent instead of sending it.
 """
 
 from __future__ import annotations
@@ -34,8 +36,6 @@ from gateway.channel import (
 __all__ = ["MaskedSink", "masked_error", "masked_work", "vendor_boundary"]
 
 log = logging.getLogger(__name__)
-_WRAPPED = frozenset({"deliver_keyed", "typing", "say", "heard"})  # other sink calls that reach the vendor
-_DELIVERIES = frozenset({"deliver_keyed"})
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -85,8 +85,10 @@ def masked_report(report: DeliveryReport, connection: Connection) -> DeliveryRep
 
 
 class MaskedSink:
-    """A connection's reply sink behind its vendor boundary (what the sink can do is the inner one's:
-    ``typing`` and ``deliver_keyed`` exist exactly when the inner sink has them)."""
+    """A connection's reply sink behind its vendor boundary. What the sink can do is the inner one's:
+    ``of`` picks the class with ``typing`` and ``deliver_keyed`` exactly when the inner sink has them
+    (declared on the class: ``isinstance`` against a runtime protocol reads the class, not
+    ``__getattr__``, from Python 3.12 on)."""
 
     def __init__(self, inner: ReplySink, connection: Connection, context: ChannelContext) -> None:
         self._inner, self._connection, self._context = inner, connection, context
@@ -94,7 +96,12 @@ class MaskedSink:
 
     @classmethod
     def of(cls, inner: ReplySink, connection: Connection, context: ChannelContext) -> ReplySink:
-        return inner if isinstance(inner, MaskedSink) else cls(inner, connection, context)
+        if isinstance(inner, MaskedSink):
+            return inner
+        typing, keyed = callable(getattr(inner, "typing", None)), callable(getattr(inner, "deliver_keyed", None))
+        kind = {(False, False): MaskedSink, (True, False): _TypingSink, (False, True): _KeyedSink,
+                (True, True): _TypingKeyedSink}[(typing, keyed)]
+        return kind(inner, connection, context)
 
     async def delta(self, text: str) -> None:
         async with vendor_boundary(self._connection):
@@ -103,23 +110,52 @@ class MaskedSink:
     async def deliver(self, text: str) -> DeliveryReport:
         return await self._delivered(self._inner.deliver, text)
 
+    async def _withheld(self) -> DeliveryReport | None:
+        """Why the reply must not go out: its connection was deleted or disabled while the turn ran."""
+        store = self._context.connections
+        if store is None:
+            return None
+        current = await store.find(self._connection.id)
+        if current is not None and current.enabled:
+            return None
+        how = "deleted" if current is None else "disabled"
+        why = f"not sent: connection {self._connection.id} was {how} before the reply was ready"
+        log.info("%s reply %s", self._connection.kind, why)
+        return DeliveryReport(delivered=False, error=why, retryable=False)
+
     async def _delivered(self, send: Callable[..., Awaitable[DeliveryReport]], *args: Any) -> DeliveryReport:
+        withheld = await self._withheld()
+        if withheld is not None:
+            return withheld
         async with vendor_boundary(self._connection):
             report = await send(*args)
         return masked_report(report, self._connection)
 
-    def __getattr__(self, name: str) -> Any:
-        value = getattr(self._inner, name)  # AttributeError when the inner sink has no such thing
-        if name not in _WRAPPED or not callable(value):
-            return value
-        if name in _DELIVERIES:
-            return lambda *args: self._delivered(value, *args)
+    async def say(self, text: str) -> None:
+        async with vendor_boundary(self._connection):
+            await self._inner.say(text)  # type: ignore[attr-defined]
 
-        async def call(*args: Any, **kwargs: Any) -> Any:
-            async with vendor_boundary(self._connection):
-                return await value(*args, **kwargs)
+    def __getattr__(self, name: str) -> Any:  # plain attributes (``channel``, ``turn_id``…) are the inner sink's
+        return getattr(self._inner, name)
 
-        return call
+
+class _TypingSink(MaskedSink):
+    @property
+    def typing_interval_s(self) -> float:
+        return self._inner.typing_interval_s  # type: ignore[attr-defined]
+
+    async def typing(self) -> None:
+        async with vendor_boundary(self._connection):
+            await self._inner.typing()  # type: ignore[attr-defined]
+
+
+class _KeyedSink(MaskedSink):
+    async def deliver_keyed(self, text: str, key: str) -> DeliveryReport:
+        return await self._delivered(self._inner.deliver_keyed, text, key)  # type: ignore[attr-defined]
+
+
+class _TypingKeyedSink(_TypingSink, _KeyedSink):
+    pass
 
 
 def masked_work(work: Work | None, connection: Connection, context: ChannelContext) -> Work | None:

@@ -85,8 +85,11 @@ def install_log_masking() -> None:
         record = made(*args, **kwargs)
         masks = _masks.get()
         if masks:
-            message = record.getMessage()
-            if (clean := _masked(message, masks)) != message:
+            try:
+                message = record.getMessage()
+            except (TypeError, ValueError):  # a broken format: the handler reports it, as without masking
+                message = None
+            if message is not None and (clean := _masked(message, masks)) != message:
                 record.msg, record.args = clean, ()
             if record.exc_info and record.exc_info[1] is not None:
                 text = logging.Formatter().formatException(record.exc_info)

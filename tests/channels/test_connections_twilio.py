@@ -44,6 +44,8 @@ def test_a_number_added_through_the_api_answers_from_that_number(client, live, a
     settle(live)
     [sent] = fake_twilio.messages(CUSTOMER)
     assert sent["From"] == "+15550009999" and sent["Body"] == "echo: Are you open on Sunday?"
+    [key] = fake_twilio.tokens  # sent with an idempotency key: the connection's sink stays an IdempotentSink
+    assert key and key.endswith(":1")
     assert [m.text for m in stored.messages(f"phone:{CUSTOMER}@{number['id']}")][-1] == sent["Body"]
 
 
