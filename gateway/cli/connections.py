@@ -87,6 +87,6 @@ async def _run(settings: Settings, command: str) -> int:
 def _connections(args: argparse.Namespace, settings: Settings) -> int:
     try:
         return asyncio.run(_run(settings, args.connections_command))
-    except ValueError as exc:  # an unusable key file: one line, what to do is in the message
+    except ValueError as exc:  # an unusable key file or key: one line, what to do is in the message
         print(f"switchboard: {exc}", file=sys.stderr)
         return 2

@@ -10,6 +10,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
+from gateway.connections.key_file import UnusableKeyFile
 from gateway.core.logs import configure_logging
 from gateway.core.settings import Settings
 from gateway.jobs.redis_check import RedisUnreachable, check_redis
@@ -131,6 +132,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(settings.log_level, settings.log_json, settings.secret_values())
     try:
         return int(args.func(args, settings) or 0)
-    except RedisUnreachable as exc:  # one line, not a traceback: the operator's fix is in the message
+    except (RedisUnreachable, UnusableKeyFile) as exc:  # one line, not a traceback: the fix is in the message
         print(f"switchboard: {exc}", file=sys.stderr)
         return 2

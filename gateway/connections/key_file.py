@@ -18,11 +18,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography.fernet import Fernet
-
 from gateway.core.settings import Settings
 
-__all__ = ["KEY_FILE", "SecretKeys", "secret_keys"]
+__all__ = ["KEY_FILE", "SecretKeys", "UnusableKeyFile", "secret_keys"]
 
 log = logging.getLogger(__name__)
 KEY_FILE = "secret.key"
@@ -39,6 +37,8 @@ class UnusableKeyFile(ValueError):
 
 
 def _read(path: Path) -> str:
+    from cryptography.fernet import Fernet  # imported where needed: every CLI command imports this module
+
     key = path.read_text(encoding="ascii").strip()
     try:
         Fernet(key)
@@ -49,6 +49,8 @@ def _read(path: Path) -> str:
 
 
 def _create(path: Path) -> str:
+    from cryptography.fernet import Fernet
+
     key = Fernet.generate_key().decode()
     path.parent.mkdir(parents=True, exist_ok=True)
     # O_EXCL: two processes starting at once cannot both write one; the loser reads the winner's

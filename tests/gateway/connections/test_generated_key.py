@@ -100,3 +100,18 @@ def test_with_an_external_redis_the_key_stays_required(settings, telegram_only):
     assert refused.status_code == 422
     assert refused.json()["message"].startswith("credentials: set SWITCHBOARD_SECRET_KEY before adding a connection")
     assert not (settings.data_dir / "secret.key").exists() and telegram_only.recorder.calls == []
+
+
+def test_a_damaged_key_file_stops_the_start_with_one_line_saying_what_to_do(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "secret.key").write_text("not a key\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")}
+    env.update({"SWITCHBOARD_DATA_DIR": str(data), "SWITCHBOARD_EMBEDDINGS": "none",
+                "SWITCHBOARD_QDRANT_URL": ":memory:", "SWITCHBOARD_ENV_FILE": os.devnull})
+    for command in (["serve", "--port", "0"], ["connections", "check-keys"]):
+        done = subprocess.run([sys.executable, "-m", "gateway", *command], env=env, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert f"switchboard: {data / 'secret.key'} holds no Fernet key; restore it from a backup" in done.stderr
+    assert (data / "secret.key").read_text() == "not a key\n"  # left for the operator to restore
