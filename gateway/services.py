@@ -305,6 +305,8 @@ class Services:
         services.desk.on_take_over.append(insight.outcomes.handed_off)
         services.live_feed = LiveFeed(store)
         services.conversations = ConversationList(store, handoffs)
+        services.on_start.append(store.search.start_backfill)  # conversations stored before the search index
+        services.on_stop.append(store.search.stop_backfill)
         services.agents = agents
         services.api_keys = ApiKeys(store, settings.api_key_rate_limit_per_min, services.rate_limits.api_keys)
         services.callers = CallerReader(services.api_keys, agents)

@@ -49,6 +49,18 @@
       xhr.send(data);
     });
   }
+  // The documents list below, read again once the files are in (the rows above said "ready").
+  function refreshDocuments() {
+    var current = document.querySelector("[data-documents]");
+    if (!current || !window.fetch || !window.DOMParser) return Promise.resolve();
+    return fetch(window.location.href, { credentials: "same-origin", headers: { "Accept": "text/html" } })
+      .then(function (answer) { return answer.ok ? answer.text() : ""; })
+      .then(function (html) {
+        var fresh = html && new DOMParser().parseFromString(html, "text/html").querySelector("[data-documents]");
+        if (fresh) current.replaceWith(document.importNode(fresh, true));
+      })
+      .catch(function () { /* the list stays as it was; a reload shows it */ });
+  }
   form.addEventListener("submit", function (ev) {
     var files = Array.prototype.slice.call(form.elements.files.files || []);
     if (!files.length) return;  // the server says what is missing
@@ -57,6 +69,7 @@
     table.hidden = false;
     var rows = files.map(function (f) { return row(f.name); });
     files.reduce(function (chain, file, i) { return chain.then(function () { return send(file, rows[i]); }); },
-      Promise.resolve()).then(function () { form.reset(); table.setAttribute("data-done", "true"); });
+      Promise.resolve()).then(refreshDocuments)
+      .then(function () { form.reset(); table.setAttribute("data-done", "true"); });
   });
 })();

@@ -96,6 +96,11 @@ class Handoffs:
         found = (_parse(i, raw) for i, raw in zip(ids, await pipe.execute(), strict=True))
         return {h.conversation_id: h for h in found if h is not None}
 
+    @property
+    def index_key(self) -> str:
+        """Every handed-off conversation, scored by its latest activity."""
+        return self._index
+
     async def listed(self) -> list[str]:
         """Every handed-off conversation, most recently active first."""
         return [raw.decode() for raw in await self.redis.zrevrange(self._index, 0, -1)]

@@ -1,6 +1,6 @@
 """The conversation list (the console's and ``GET /api/conversations``): newest activity first,
 filtered by channel, status and text, one page at a time — read from the store's conversation
-index, never by loading every conversation."""
+index and its search index, never by loading every conversation."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ STATUSES: dict[str, str] = {
 PAGE_SIZE = 50
 MAX_OFFSET = 1_000_000  # Redis refuses a range start past 64 bits; no one pages this deep
 SCAN_BATCH = 1000
+MAX_HANDED_OFF = 10_000  # handed-off conversations a text filter looks through (there are never this many)
 
 
 @dataclass(frozen=True)
@@ -64,35 +65,48 @@ class ConversationList:
         self.handoffs = handoffs
 
     async def page(self, filters: Filters) -> tuple[list[Row], bool]:
-        """One page of rows and whether there are more."""
-        store = self.store
+        """One page of rows and whether there are more. A text filter finds the conversations in which
+        any message has all its words (``ConversationSearch``), in the list's order."""
+        store, text = self.store, filters.text
         if filters.status in ("waiting", "human"):
-            ids = await self.handoffs.listed()
-        elif not (filters.text or filters.status):  # the index gives the page directly
-            ids = await store.recent_conversation_ids(filters.offset, PAGE_SIZE + 1, filters.channel or None)
+            ids = await store.search.ids(text, self.handoffs.index_key, 0, MAX_HANDED_OFF) if text \
+                else await self.handoffs.listed()
+            rows = [r for r in await self._rows(ids) if self._matches(r, filters)]
+        elif not filters.status:  # the index (or the search, in the index's order) gives the page directly
+            ids = await self._ids(filters, filters.offset, PAGE_SIZE + 1)
             rows = await self._rows(ids)
             return await self._with_personas(rows[:PAGE_SIZE]), len(ids) > PAGE_SIZE
         else:
-            ids = await self._scan(filters)
-        rows = [r for r in await self._rows(ids) if self._matches(r, filters)]
+            rows = await self._scan(filters)
         page = rows[filters.offset:filters.offset + PAGE_SIZE]
         return await self._with_personas(page), len(rows) > filters.offset + PAGE_SIZE
 
 
-    async def _scan(self, filters: Filters) -> list[str]:
-        """Newest first, the conversations that pass the filters, until one more than the page is found;
-        a text filter alone reads only the index's last-message rows."""
-        store, wanted, found, start = self.store, filters.offset + PAGE_SIZE + 1, [], 0
-        needle = filters.text
+    async def _ids(self, filters: Filters, start: int, count: int) -> list[str]:
+        """Newest first, the conversations of the filters' channel (that have the filters' words)."""
+        if filters.text:
+            return await self.store.search.ids(filters.text, self.store.list_key(filters.channel or None), start,
+                                               count)
+        return await self.store.recent_conversation_ids(start, count, filters.channel or None)
+
+
+    async def _scan(self, filters: Filters) -> list[Row]:
+        """Newest first, the rows that pass the filters ("bot" or "ended": the conversation and its handoff
+        decide), until one more than the page is found. Ids come a chunk at a time (one search each);
+        their rows are read in rounds, each twice as many as the last."""
+        wanted, found, start = filters.offset + PAGE_SIZE + 1, [], 0
+        batch, chunk = wanted, min(4 * wanted, SCAN_BATCH)
         while len(found) < wanted:
-            ids = await store.recent_conversation_ids(start, SCAN_BATCH, filters.channel or None)
-            if not ids:
-                break
+            ids = await self._ids(filters, start, chunk)
             start += len(ids)
-            if filters.status:  # "bot" or "ended": the conversation and its handoff decide
-                found.extend(r.conversation.id for r in await self._rows(ids) if self._matches(r, filters))
-                continue
-            found.extend(await store.matching_conversations(ids, needle))
+            for at in range(0, len(ids), batch) if ids else ():
+                found.extend(r for r in await self._rows(ids[at:at + batch]) if self._matches(r, filters))
+                if len(found) >= wanted:
+                    break
+                batch = min(2 * batch, SCAN_BATCH)
+            if len(ids) < chunk:
+                break
+            chunk = min(2 * chunk, SCAN_BATCH)
         return found
 
 
@@ -106,13 +120,7 @@ class ConversationList:
     def _matches(row: Row, filters: Filters) -> bool:
         if filters.channel and row.conversation.channel != filters.channel:
             return False
-        if filters.status and row.status != filters.status:
-            return False
-        if filters.text:
-            needle = filters.text.lower()
-            haystack = f"{row.last.get('text', '')} {row.conversation.id} {row.conversation.persona_id}".lower()
-            return needle in haystack
-        return True
+        return not (filters.status and row.status != filters.status)
 
 
     async def _with_personas(self, rows: list[Row]) -> list[Row]:

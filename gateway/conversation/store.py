@@ -14,6 +14,7 @@ from typing import Literal
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
+from gateway.conversation.search import ConversationSearch
 from gateway.core.models import Conversation, Message, Persona, TurnTrace
 
 DEDUP_TTL_S = 7 * 24 * 3600
@@ -95,6 +96,7 @@ class RedisStore:
         self._follow = redis.register_script(_FOLLOW)
         self._newest_messages = redis.register_script(_NEWEST_MESSAGES)
         self._arrive = redis.register_script(_ARRIVE)
+        self.search = ConversationSearch(redis, self.key)
 
     async def _followed(self, pointer: str, target_prefix: str) -> tuple[str, bytes | None] | None:
         """(id, value) of what ``pointer`` names, value None when that is gone; None without a pointer."""
@@ -228,7 +230,8 @@ class RedisStore:
         return self.key("live")
 
     def _announce(self, pipe, message: Message) -> None:
-        """List the conversation first (by its newest message) and tell live listeners, in ``pipe``."""
+        """List the conversation first (by its newest message), index its words for the search and tell
+        live listeners, in ``pipe``."""
         ts = message.created_at.timestamp()
         row = json.dumps({
             "conversation_id": message.conversation_id, "message_id": message.id, "persona_id": message.persona_id,
@@ -238,9 +241,8 @@ class RedisStore:
         pipe.zadd(self.key("convs"), {message.conversation_id: ts})
         pipe.zadd(self.key("convs", "channel", message.channel), {message.conversation_id: ts})
         pipe.hset(self.key("convs", "last"), message.conversation_id, row)
-        # What the console's text filter searches: lowercased once here, matched as bytes there.
-        pipe.hset(self.key("convs", "search"), message.conversation_id,
-                  f"{message.text[:LAST_TEXT_CHARS]} {message.conversation_id} {message.persona_id}".lower())
+        self.search.index_into(pipe, message.conversation_id, ts,
+                               (message.text, message.conversation_id, message.persona_id))
         pipe.publish(self.live_channel, row)
 
     async def add_message(self, message: Message) -> None:
@@ -280,8 +282,12 @@ class RedisStore:
         self, start: int, count: int, channel: str | None = None
     ) -> list[str]:
         """Conversations by their newest message, newest first."""
-        key = self.key("convs", "channel", channel) if channel else self.key("convs")
+        key = self.list_key(channel)
         return [raw.decode() for raw in await self.redis.zrevrange(key, start, start + count - 1)]
+
+    def list_key(self, channel: str | None = None) -> str:
+        """The conversation list's index (of one channel's conversations), scored by their newest message."""
+        return self.key("convs", "channel", channel) if channel else self.key("convs")
 
     async def conversation_rows(self, ids: list[str]) -> list[tuple[Conversation, dict]]:
         """Each conversation with its last message's row (as ``_announce`` wrote it), in ``ids``' order."""
@@ -295,12 +301,6 @@ class RedisStore:
             (Conversation.model_validate_json(conv), json.loads(last) if last else {})
             for conv, last in zip(convs, lasts, strict=True) if conv
         ]
-
-    async def matching_conversations(self, ids: list[str], needle: str) -> list[str]:
-        """Those of ``ids`` whose last message (or id, or persona id) contains ``needle``, any case."""
-        wanted = needle.lower().encode()
-        found = await self.redis.hmget(self.key("convs", "search"), ids) if ids else []
-        return [i for i, text in zip(ids, found, strict=True) if text and wanted in text]
 
     async def last_rows(self, ids: list[str]) -> list[dict]:
         raws = await self.redis.hmget(self.key("convs", "last"), ids) if ids else []

@@ -1,6 +1,7 @@
 """Free text to knowledge-base topics: a language model rewrites it as Markdown topics (H1 title,
 a "Facts" H2 of bullets, a "Labels" H2, then the body), or, without one or when its answer does not
-parse, a deterministic split by headings and paragraphs, so it works offline too."""
+parse, a deterministic split by headings (Markdown's, or plain lines written as headings) and
+paragraphs, so it works offline too."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ log = logging.getLogger(__name__)
 PIECE_CHARS = 12_000  # one LLM call rewrites at most this much text
 SPLIT_TOPIC_CHARS = 1_500  # the deterministic split groups paragraphs up to about this much
 TITLE_CHARS = 80
+PLAIN_HEADING_CHARS = 60  # a line without "#" is taken for a heading when it is this short at most …
+PLAIN_HEADING_WORDS = 8  # … and has this many words at most
 
 INSTRUCTIONS = """You turn a business's text into knowledge-base topics for a customer-service assistant.
 Answer with Markdown only. For every topic write, in this order:
@@ -67,8 +70,41 @@ def _title(text: str) -> str:
     return first if len(first) <= TITLE_CHARS else first[: TITLE_CHARS - 1].rsplit(" ", 1)[0] + "…"
 
 
+def _is_plain_heading(line: str) -> bool:
+    """A line written as a heading without Markdown: short, capitalised, no sentence's end."""
+    words = line.split()
+    return (0 < len(line) <= PLAIN_HEADING_CHARS and len(words) <= PLAIN_HEADING_WORDS and line[0].isupper()
+            and line[-1] not in ".,;!?" and not line.startswith(("|", "- ", "* ", "+ ")) and not line[0].isdigit())
+
+
+def _is_sentence(line: str) -> bool:
+    return line.endswith((".", "!", "?", ":", ")")) or len(line) > PLAIN_HEADING_CHARS
+
+
+def _marked_headings(text: str) -> str:
+    """``text`` with its plain headings made Markdown ones ("Opening Hours" above a paragraph becomes
+    "# Opening Hours"), unless it has Markdown headings already. A plain heading starts the text or
+    follows a blank line or a sentence's end, and a paragraph follows it (at once or after a blank)."""
+    blocks = parse_blocks(text)
+    if any(b.kind == "heading" for b in blocks) or any(b.kind == "code" for b in blocks):
+        return text
+    lines = [line.strip() for line in text.split("\n")]
+    out: list[str] = []
+    for index, line in enumerate(lines):
+        before = lines[index - 1] if index else ""
+        after = next((n for n in lines[index + 1:index + 3] if n), "")
+        if (_is_plain_heading(line) and (not before or _is_sentence(before)) and after
+                and _is_sentence(after) and not _is_plain_heading(after)):
+            out += ["", f"# {line.rstrip(':')}", ""]
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
 def split_text(text: str) -> list[DraftTopic]:
-    """Headings become topic titles; text without headings is grouped by paragraphs."""
+    """Headings (Markdown's or plain ones, ``_marked_headings``) become topic titles; text without
+    headings is grouped by paragraphs."""
+    text = _marked_headings(text)
     topics: list[DraftTopic] = []
     title: str | None = None
     body: list[str] = []

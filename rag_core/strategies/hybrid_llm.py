@@ -4,13 +4,14 @@ from rag_core.generation import StructuredGenerator
 from rag_core.knowledge_base import KnowledgeBase
 from rag_core.retrieval import SearchRequest, SearchResult, StrategyContext
 from rag_core.strategies.hybrid import HybridStrategy
-from rag_core.strategies.llm_select import ArticleSelector, selected_hits
+from rag_core.strategies.llm_select import SELECTED_NOTHING, ArticleSelector, selected_hits
 from rag_core.timing import StageTimer
 
 
 class HybridLlmStrategy:
     """``hybrid`` narrows the pool to ``candidate_k`` topics, then the search LLM picks among
-    those only, with the same prompt and schema as ``llm_select``."""
+    those only, with the same prompt and schema as ``llm_select``. When it fails or picks none of
+    them, the prefilter's best ``k`` stand (and the result says it fell back)."""
 
     name = "hybrid_llm"
 
@@ -48,7 +49,9 @@ class HybridLlmStrategy:
             return prefiltered.model_copy(update={"strategy": self.name})
         with timer.stage("llm"):
             selection = await self._selector.select(request, candidates)
-        if selection.failure is not None:
+        scored = {h.topic.source: h for h in prefiltered.hits}
+        hits = [] if selection.failure is not None else selected_hits(selection.ids, candidates, request.k, scored)
+        if not hits:  # failed, or picked nothing it was shown: the prefilter's ranking stands
             return prefiltered.model_copy(
                 update={
                     "strategy": self.name,
@@ -56,14 +59,13 @@ class HybridLlmStrategy:
                     "timings_ms": {**legs, **timer.finish()},
                     "prompt_tokens": selection.prompt_tokens,
                     "fell_back": True,
-                    "fallback_reason": selection.failure,
+                    "fallback_reason": selection.failure or SELECTED_NOTHING,
                 }
             )
-        scored = {h.topic.source: h for h in prefiltered.hits}
         return prefiltered.model_copy(
             update={
                 "strategy": self.name,
-                "hits": selected_hits(selection.ids, candidates, request.k, scored),
+                "hits": hits,
                 "timings_ms": {**legs, **timer.finish()},
                 "prompt_tokens": selection.prompt_tokens,
             }

@@ -20,6 +20,9 @@ from rag_core.tokens import estimate_tokens
 from rag_core.topic import Topic
 
 NO_GENERATOR = "no structured generator configured"
+# A valid answer that picks nothing is not trusted either: a model that always answers "none" would leave
+# every turn without knowledge. The ranking's best results go to the controls (the relevance threshold) instead.
+SELECTED_NOTHING = "the search model selected no article; the hybrid ranking's best results were used instead"
 
 
 @dataclass(frozen=True)
@@ -124,9 +127,13 @@ class LlmSelectStrategy:
             return await fallback_result(self.name, self._fallback, request, timer, selection)
         with timer.stage("fetch"):
             fetched = await self._kb.get_many(selection.ids)
+        hits = selected_hits(selection.ids, [t for t in fetched if t.in_rag_pool], request.k)
+        if not hits:
+            nothing = Selection(ids=[], prompt_tokens=selection.prompt_tokens, failure=SELECTED_NOTHING)
+            return await fallback_result(self.name, self._fallback, request, timer, nothing)
         return SearchResult(
             strategy=self.name,
-            hits=selected_hits(selection.ids, [t for t in fetched if t.in_rag_pool], request.k),
+            hits=hits,
             candidates=[Candidate(source=topic.source) for topic in pool],
             timings_ms=timer.finish(),
             prompt_tokens=selection.prompt_tokens,

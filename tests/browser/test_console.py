@@ -61,8 +61,10 @@ def test_upload_a_pdf_see_it_ready_and_run_a_retrieval_test(page, console, tmp_p
     assert "storage.pdf" in rows.nth(0).inner_text() and "ready" in rows.nth(0).inner_text()
     assert "photo.png" in rows.nth(1).inner_text() and "refused" in rows.nth(1).inner_text()
     assert "unsupported file type" in rows.nth(1).inner_text()
-    page.reload()
-    assert page.get_by_role("cell", name="storage.pdf", exact=True).is_visible()
+    documents = page.locator("section", has=page.get_by_role("heading", name="Documents in “main”"))
+    assert documents.get_by_role("cell", name="storage.pdf", exact=True).is_visible()  # without a reload
+    assert documents.get_by_role("cell", name="ready", exact=True).is_visible()
+    assert page.get_by_text("No documents yet.").count() == 0
 
     page.get_by_role("link", name="Retrieval test").click()
     page.get_by_label("Query", exact=True).fill("how much is winter storage")

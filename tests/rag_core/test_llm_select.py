@@ -15,6 +15,7 @@ from rag_core import (
 )
 from rag_core.search_prompt import SEARCH_RESULT_SCHEMA
 from rag_core.strategies import LlmSelectStrategy
+from rag_core.strategies.llm_select import SELECTED_NOTHING
 from tests.rag_core.conftest import SMALL_KB, ScriptedSearchLlm, answer
 
 THREE = [
@@ -109,11 +110,18 @@ async def test_unknown_duplicate_and_non_pool_ids_are_dropped(make_kb):
     assert "internal-notes" not in llm.prompts[0]
 
 
-async def test_all_none_is_a_valid_empty_answer(make_kb):
+async def test_a_valid_answer_that_selects_nothing_falls_back_to_the_hybrid_ranking(make_kb):
     kb = make_kb("none")
     await kb.upsert_many(SMALL_KB)
-    result = await LlmSelectStrategy(kb, ScriptedSearchLlm(answer())).search(SearchRequest(query="weather?"))
-    assert result.hits == [] and not result.fell_back
+    for name in ("llm_select", "hybrid_llm"):
+        llm = ScriptedSearchLlm(answer(), answer("no-such-topic"))
+        strategy = build_strategy(name, StrategyContext(kb, llm))
+        hybrid = await build_strategy("hybrid", StrategyContext(kb)).search(SearchRequest(query="Can I bring my dog?"))
+        for _ in range(2):  # all "none"; only an id it invented
+            result = await strategy.search(SearchRequest(query="Can I bring my dog?"))
+            assert [h.topic.source for h in result.hits] == [h.topic.source for h in hybrid.hits]
+            assert result.hits[0].topic.source == "pets"
+            assert result.fell_back and result.fallback_reason == SELECTED_NOTHING
 
 
 async def test_invalid_output_falls_back_to_hybrid(make_kb, encoder_kind):

@@ -9,6 +9,7 @@ import pytest
 
 from gateway.core.models import InboundMessage, new_id
 from gateway.services import Services
+from rag_core.strategies.llm_select import SELECTED_NOTHING
 from rag_core.topic import Topic
 from tests.sinks import RecordingSink as Sink
 
@@ -60,14 +61,30 @@ async def test_chat_turn_selects_articles_and_fills_the_placeholder(services, fa
     assert retrieval.candidates[0].source == "rent"  # the hybrid pre-filter ranked it first
 
 
-async def test_nothing_selected_gives_no_additional_information(services, fake_openai):
+async def test_nothing_selected_falls_back_to_the_hybrid_ranking_and_says_so(services, fake_openai):
     fake_openai.script_json(selection())
-    outcome = await services.pipeline.handle(inbound("Tell me a joke about repairs"), Sink())
+    outcome = await services.pipeline.handle(inbound("How much is a flat tyre repair?"), Sink())
     search, reply = fake_openai.chat_requests()
     assert "article_id: repair" in search["body"]["messages"][0]["content"]
-    assert "No additional information" in reply["body"]["messages"][0]["content"]
-    assert outcome.turn.trace.retrieval.selected == []
-    assert await services.persona_attributes.get(outcome.turn.persona.id, "rag") == ""
+    system = reply["body"]["messages"][0]["content"]
+    assert "A flat tyre repair is 12 euros." in system and "No additional information" not in system
+    retrieval = outcome.turn.trace.retrieval
+    assert retrieval.selected[0] == "repair"
+    assert retrieval.fallback == SELECTED_NOTHING  # the trace says why the ranking stood
+
+
+async def test_nothing_selected_and_nothing_above_the_threshold_gives_no_additional_information(settings, fake_openai):
+    built = Services.build(settings.model_copy(update={"rag_top_k": 3, "relevance_threshold": 0.999}))
+    await built.knowledge.kb.upsert_many(TOPICS)
+    await built.start()
+    try:
+        fake_openai.script_json(selection())
+        outcome = await built.pipeline.handle(inbound("Tell me a joke"), Sink())
+        assert "No additional information" in fake_openai.chat_requests()[-1]["body"]["messages"][0]["content"]
+        assert outcome.turn.trace.retrieval.selected == []
+        assert outcome.turn.trace.retrieval.fallback  # the trace says the model picked nothing
+    finally:
+        await built.aclose()
 
 
 async def test_invalid_selection_falls_back_to_hybrid_and_says_so(services, fake_openai):
