@@ -3,6 +3,7 @@ was typed (secrets not), outcomes from a fixed list."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import httpx
@@ -75,3 +76,12 @@ def test_edit_keeps_the_stored_token_when_the_field_is_empty(admin, fake_telegra
     shown = admin.get(path).text
     assert "<h1>After</h1>" in shown and f"••••{token[-4:]}" in shown and token not in shown
     assert len(fake_telegram.recorder.received("getMe")) == 1  # nothing to verify again: same token
+
+
+def test_the_agent_choice_names_the_channels_agent_once(admin):
+    made = admin.post("/v1/agents", headers=ADMIN, json={"name": "bookings", "displayName": "Bookings desk"})
+    assert made.status_code == 201, made.text
+    page = admin.get("/admin/channels").text
+    select = page.split('name="agent"')[1].split("</select>")[0]
+    choices = re.findall(r'<option value="([^"]*)"[^>]*>([^<]*)</option>', select)
+    assert choices == [("", "The channels' agent"), (made.json()["id"], "Bookings desk (bookings)")]
