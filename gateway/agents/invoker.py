@@ -144,14 +144,17 @@ class AgentInvoker:
         return [{**m, "content": guard.incoming(m["content"])} for m in messages]  # before anything stores it
 
     async def invoke(self, version: AgentVersion, config: AgentConfig, messages: list[dict],
-                     session_id: str | None, on_delta: Delta | None = None) -> InvokeResult:
+                     session_id: str | None, on_delta: Delta | None = None, caller: str | None = None) -> InvokeResult:
+        """``caller``: who the end user is, as the caller names them (OpenAI's ``user``): the persona's name in
+        the console; without it the persona is named after the agent."""
         guard = Guardrails(config.guardrails, self.settings.blocked_terms)
         messages = self._checked(messages, guard)
         agent = version.definition
         identity = f"api:{agent.id}:{session_id or uuid.uuid4()}"
+        name = (caller or "").strip()[:200] or agent.name  # the persona's name in the console
         inbound = InboundMessage(channel=CHANNEL, external_user_id=identity, external_message_id=uuid.uuid4().hex,
                                  identity=identity, text=messages[-1]["content"], thread=agent.id,
-                                 display_name=agent.name, agent=f"{agent.id}@{version.version_id}")
+                                 display_name=name, agent=f"{agent.id}@{version.version_id}")
         plan = AgentPlan(self.settings, config, guard, self.llm, self.knowledge, self.tool_support, self._urls,
                          self.pipeline.prompts)
         turn = await self.pipeline.accept(inbound, plan=plan)

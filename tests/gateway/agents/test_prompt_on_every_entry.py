@@ -102,3 +102,15 @@ def test_an_agents_own_system_prompt_replaces_only_the_instructions(api, gateway
     assert "You answer for the bookings desk only." in api_sent[0]["content"]
     assert _web_chat(api, fake_openai) == api_sent
 
+
+def test_an_api_conversation_is_shown_under_the_callers_user(api, gateway, fake_openai, settings):
+    key = key_for(api, settings.agent_id)
+    client = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key=key, max_retries=0)
+    fake_openai.script_reply("Hello Ada.")
+    client.chat.completions.create(model=settings.agent_id, user="ada@example.com",
+                                   messages=[{"role": "user", "content": "Hi, it's Ada"}])
+    fake_openai.script_reply("Hello again.")
+    list(client.chat.completions.create(model=settings.agent_id, user="bob", stream=True,
+                                        messages=[{"role": "user", "content": "Hi, it's Bob"}]))
+    rows = api.get("/api/conversations", headers=ADMIN).json()["conversations"]
+    assert sorted((r["channel"], r["persona"]) for r in rows) == [("api", "ada@example.com"), ("api", "bob")]
