@@ -48,12 +48,10 @@ class DemoRemoval:
     kept: list[str] = field(default_factory=list)  # values the demo wrote that the operator has changed since
 
     def summary(self) -> str:
-        if not self.topics and not self.attributes and not self.kept:
-            return "nothing of the demo left to remove"
-        parts = [f"{self.topics} demo topic(s)" if self.topics else "no demo topics"]
+        parts = [f"{self.topics} demo topic(s)"] if self.topics else []
         if self.attributes:
             parts.append("the demo's " + _listed(self.attributes))
-        said = "removed " + " and ".join(parts)
+        said = "removed " + " and ".join(parts) if parts else "nothing of the demo left to remove"
         if self.kept:
             said += "; kept your own " + _listed(self.kept)
         return said
