@@ -36,8 +36,10 @@ def _connections(signed: Signed) -> Connections:
 
 
 async def _agents(signed: Signed) -> list:
+    """The agents a connection may answer as, besides the channels' own (the form's first, empty choice)."""
     assert signed.services.agents is not None
-    return await signed.services.agents.list()
+    channels_agent = signed.services.settings.agent_id
+    return [a for a in await signed.services.agents.list() if a.id != channels_agent]
 
 
 def _url_note(url: str) -> dict:

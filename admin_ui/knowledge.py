@@ -17,7 +17,7 @@ from admin_ui.render import page
 from admin_ui.security import PREFIX, Signed, admin_only, check_csrf, signed_in
 from gateway.core.errors import GatewayError
 from gateway.http.documents import check_upload_size
-from gateway.knowledge.demo import demo_topics_present, remove_demo_knowledge
+from gateway.knowledge.demo import demo_attributes_present, demo_topics_present, remove_demo
 from gateway.knowledge.search import MAX_QUERY_CHARS
 from rag_core.errors import RagError
 from rag_core.retrieval import ChatTurn
@@ -55,12 +55,13 @@ async def knowledge_page(request: Request, signed: Signed, status_code: int = 20
     try:
         recent = await signed.services.store.recent_retrievals()
         cache = await knowledge.cache.stats() if knowledge.cache is not None else None
+        demo_values = await demo_attributes_present(signed.services.customer_attributes) if kb == "main" else []
     except Exception:  # Redis away: the status of the rest of the page says so
-        recent, cache = [], None
+        recent, cache, demo_values = [], None, []
     return page(request, "knowledge.html", signed, status_code, bases=bases, documents=documents, kb=kb,
                 recent=recent, done=request.query_params.get("done"), cache=cache, controls=knowledge.controls,
                 strategies=sorted(knowledge.strategies), default_strategy=knowledge.default_strategy,
-                problems=problems, demo=demo, tabs=TABS, **context)
+                problems=problems, demo=demo, demo_values=demo_values, tabs=TABS, **context)
 
 
 @router.get("")
@@ -167,11 +168,14 @@ LEG_NAMES = ["bm25", "dense", "fused", "rerank", "llm_rank"]
 
 
 @router.post("/demo/remove")
-async def remove_demo(request: Request, signed: Signed = Depends(admin_only)) -> Response:
+async def remove_the_demo(request: Request, signed: Signed = Depends(admin_only)) -> Response:
     await check_csrf(request, signed)
-    removed = await remove_demo_knowledge(signed.services.knowledge)
-    return RedirectResponse(f"{PREFIX}/knowledge?done={notice(signed, f'Removed {removed} demo topics')}",
-                            status_code=303)
+    removal = await remove_demo(signed.services.knowledge, signed.services.customer_attributes)
+    said = removal.summary()
+    said = said[0].upper() + said[1:]
+    if removal.attributes:  # the prompt now says "an AI assistant": point at where the business's own go
+        said += ". Set your business name and hours on Live data"
+    return RedirectResponse(f"{PREFIX}/knowledge?done={notice(signed, said)}", status_code=303)
 
 
 @router.post("/cache/clear")

@@ -13,6 +13,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import RedirectResponse, Response
 
+from admin_ui.agent_use import agents_using
 from admin_ui.notices import notice
 from admin_ui.render import page
 from admin_ui.security import PREFIX, Signed, admin_only, check_csrf, signed_in
@@ -50,7 +51,7 @@ async def _page(request: Request, signed: Signed, status_code: int = 200, **cont
                     (str(k), v) for k, v in (values[CLOSED_DATES.name] or {}).items())),
                 feeds=await services.live.feeds.live(None), calendar=await services.live.calendar.current(),
                 persona_id=persona_id, sections=sections, persona_error=persona_error,
-                done=request.query_params.get("done"), **context)
+                agent_use=await agents_using(services), done=request.query_params.get("done"), **context)
 
 
 def _age(fetched: Any) -> str:

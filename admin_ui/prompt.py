@@ -11,6 +11,7 @@ import difflib
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import RedirectResponse, Response
 
+from admin_ui.agent_use import agents_using
 from admin_ui.notices import notice
 from admin_ui.render import page
 from admin_ui.security import PREFIX, Signed, admin_only, check_csrf, signed_in
@@ -41,7 +42,8 @@ async def _page(request: Request, signed: Signed, name: str, status_code: int = 
     return page(request, "prompt.html", signed, status_code, name=name, names=sorted(TEMPLATE_VARIABLES),
                 live=current, history=list(enumerate(history)), diff=diff, diff_of=diff_of,
                 source=current.source if source is None else source,
-                variables=sorted(TEMPLATE_VARIABLES[name]), done=request.query_params.get("done"), **context)
+                variables=sorted(TEMPLATE_VARIABLES[name]), done=request.query_params.get("done"),
+                agent_use=await agents_using(signed.services), **context)
 
 
 @router.get("")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 
-from gateway.agents.definitions import DEFAULT_SYSTEM_PROMPT, AgentConfig
+from gateway.agents.definitions import AgentConfig
 from gateway.agents.store import LATEST, AgentStore
 from gateway.core.errors import GatewayError
 from gateway.knowledge.rag_preparation import RetrievalChoice
@@ -67,20 +67,15 @@ class ChannelAgent:
         return config.citations.over(self.default_citations)
 
     async def instructions(self, agent: str | None) -> str | None:
-        """A connection's agent's system prompt, as the channels' prompt template's instructions (its
-        ``{context_str}`` is the knowledge the template shows, ``{query_str}`` the customer's message)."""
-        if agent is None:
-            return None
+        """The agent's own system prompt as the prompt template's instructions (``AgentConfig.own_instructions``),
+        the channels' agent's included: it answers the same on a channel as through the agent API."""
         config = await self._config(agent)
-        if config is None or config.system_prompt == DEFAULT_SYSTEM_PROMPT:
-            return None
-        return (config.system_prompt.replace("{context_str}", "(the knowledge-base context given below)")
-                .replace("{query_str}", "(the customer's latest message)"))
+        return None if config is None else config.own_instructions()
 
 
 class AgentInstructions:
-    """A turn preparer: a turn answered as a connection's own agent follows that agent's system prompt
-    (in place of the business instructions); the channels' agent keeps the console's instructions."""
+    """A turn preparer: a turn follows its agent's own system prompt, when it has one, in place of the
+    business instructions (the rest of the prompt — template, sections, live data, calendar — is every agent's)."""
 
     def __init__(self, agent: ChannelAgent) -> None:
         self.agent = agent

@@ -95,6 +95,15 @@ class AgentConfig(_Camel):
             raise ValueError(f"must contain {' and '.join(missing)}")
         return value
 
+    def own_instructions(self) -> str | None:
+        """The agent's own ``systemPrompt`` as the instructions part of the business's prompt template, which
+        every agent answers with on every entry (its ``{context_str}`` is the knowledge the template shows,
+        ``{query_str}`` the customer's message); None with the default prompt: the console's instructions."""
+        if self.system_prompt == DEFAULT_SYSTEM_PROMPT:
+            return None
+        return (self.system_prompt.replace("{context_str}", "(the knowledge-base context given below)")
+                .replace("{query_str}", "(the customer's latest message)"))
+
 
 def _now() -> datetime:
     return datetime.now(UTC)

@@ -3,11 +3,12 @@
 The caller's ``messages`` are the conversation (the last one is the user's question). With a
 session id the conversation lives on the server — stored like any conversation (channel ``api``,
 visible in the console, ended after the inactivity timeout) — and a caller may send only the new
-question; earlier messages it sends are stored once, when its conversation starts. Retrieval,
-prompt, model and output checks are the version's (``gateway.agents.plan``); everything else is
-the pipeline's, as for every channel: the conversation's turn lock, the handoff gate (a conversation
-an operator took over is held: no model call, the operator's replies come back with the session's
-next call), memory, the trace the console shows.
+question; earlier messages it sends are stored once, when its conversation starts. Retrieval, model
+and output checks are the version's (``gateway.agents.plan``); the prompt is the business's template
+with its sections, live data and calendar, as on every channel. Everything else is the pipeline's, as
+for every channel: the conversation's turn lock, the handoff gate (a conversation an operator took
+over is held: no model call, the operator's replies come back with the session's next call), memory,
+the trace the console shows.
 """
 
 from __future__ import annotations
@@ -143,15 +144,19 @@ class AgentInvoker:
         return [{**m, "content": guard.incoming(m["content"])} for m in messages]  # before anything stores it
 
     async def invoke(self, version: AgentVersion, config: AgentConfig, messages: list[dict],
-                     session_id: str | None, on_delta: Delta | None = None) -> InvokeResult:
+                     session_id: str | None, on_delta: Delta | None = None, caller: str | None = None) -> InvokeResult:
+        """``caller``: who the end user is, as the caller names them (OpenAI's ``user``): the persona's name in
+        the console; without it the persona is named after the agent."""
         guard = Guardrails(config.guardrails, self.settings.blocked_terms)
         messages = self._checked(messages, guard)
         agent = version.definition
         identity = f"api:{agent.id}:{session_id or uuid.uuid4()}"
+        name = (caller or "").strip()[:200] or agent.name  # the persona's name in the console
         inbound = InboundMessage(channel=CHANNEL, external_user_id=identity, external_message_id=uuid.uuid4().hex,
                                  identity=identity, text=messages[-1]["content"], thread=agent.id,
-                                 display_name=agent.name, agent=f"{agent.id}@{version.version_id}")
-        plan = AgentPlan(self.settings, config, guard, self.llm, self.knowledge, self.tool_support, self._urls)
+                                 display_name=name, agent=f"{agent.id}@{version.version_id}")
+        plan = AgentPlan(self.settings, config, guard, self.llm, self.knowledge, self.tool_support, self._urls,
+                         self.pipeline.prompts)
         turn = await self.pipeline.accept(inbound, plan=plan)
         assert turn is not None  # a fresh message id is never a duplicate
         if turn.started and len(messages) > 1:  # a new conversation: the caller's earlier messages are its start

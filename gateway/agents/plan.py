@@ -6,8 +6,8 @@ handoff gate, memory, delivery, the trace); an agent call brings its own parts:
 - retrieval: the version's knowledge bases, ``limit``/``rerankerTopN``, ``hybridSearch``, labels,
   multi-hop refinement, adjacent chunks and the prompt-injection screen — or, with
   ``retrievalMode: agentic``, none (the model searches itself through ``query_knowledge``);
-- the prompt: the agent's ``systemPrompt`` with ``{context_str}`` and ``{query_str}`` filled, then the
-  conversation (``SystemPrompt``);
+- the prompt: the business's prompt template with its sections, live data and calendar — the same as on
+  every channel — with the agent's own ``systemPrompt``, when it has one, as its instructions;
 - the reply: the version's model and inference options (``AgentResponder``);
 - the output checks: the hallucination check (one regeneration with the judge's feedback) and the
   guardrails on the answer (``finish``).
@@ -30,40 +30,19 @@ from gateway.knowledge.rag_preparation import retrieval_trace
 from gateway.turn.citations import CitationPolicy
 from gateway.turn.llm import CallOptions, LLMClient
 from gateway.turn.pipeline import Turn
-from gateway.turn.ports import AssembledPrompt, PromptInputs
+from gateway.turn.ports import PromptAssembler
 from gateway.turn.responders import KnowledgeHit, OfflineResponder, Reply, ReplyRequest
 from rag_core.adjacent import widen
+from rag_core.rag_context import format_rag
 from rag_core.retrieval import ChatTurn, Hit
 from rag_core.topic import RAG_CONTEXT_LABEL
 
-__all__ = ["AgentPlan", "AgentResponder", "SystemPrompt", "knowledge_hits"]
-
-NO_CONTEXT = "No additional information."
+__all__ = ["AgentPlan", "AgentResponder", "knowledge_hits"]
 
 
 def knowledge_hits(hits: Sequence[Hit]) -> list[KnowledgeHit]:
     return [KnowledgeHit(source=h.topic.source, title=h.topic.title, summary=h.topic.summary, score=h.score,
                          facts=tuple(h.topic.facts)) for h in hits]
-
-
-class SystemPrompt:
-    """The prompt assembler of an agent: its ``systemPrompt`` (``{context_str}``: the retrieved context,
-    ``{query_str}``: the question), then the conversation, the question last."""
-
-    def __init__(self, system_prompt: str) -> None:
-        self.system_prompt = system_prompt
-
-    def read_into(self, pipe, persona_id: str) -> int:
-        return 0  # everything it needs is in the inputs
-
-    async def build(self, inputs: PromptInputs) -> AssembledPrompt:
-        question = next((m.text for m in reversed(inputs.memory) if m.role is Role.USER), "")
-        system = self.system_prompt.replace("{context_str}", inputs.rag or NO_CONTEXT).replace("{query_str}", question)
-        return AssembledPrompt(messages=[
-            PromptMessage(role="system", content=system),
-            *(PromptMessage(role="user" if m.role is Role.USER else "assistant", content=m.text)
-              for m in inputs.memory),
-        ])
 
 
 class _PlainReply:
@@ -121,7 +100,7 @@ class AgentPlan:
     raises_llm_errors = True  # the caller sees a failed model call (502), not the channels' fallback text
 
     def __init__(self, settings: Settings, config: AgentConfig, guard: Guardrails, llm: LLMClient | None,
-                 knowledge, tool_support: ToolSupport, url_of: UrlOf) -> None:
+                 knowledge, tool_support: ToolSupport, url_of: UrlOf, prompts: PromptAssembler) -> None:
         self.settings = settings
         self.config = config
         self.guard = guard
@@ -130,7 +109,7 @@ class AgentPlan:
         self.url_of = url_of
         self.agentic = config.retrieval_mode == "agentic" and llm is not None and tool_support.supported
         self.preparers = [self]
-        self.prompts = SystemPrompt(config.system_prompt)
+        self.prompts = prompts  # the business's template, as every channel's turn assembles it
         self.responder = AgentResponder(settings, llm, knowledge, tool_support, config)
         self.memory_since: datetime | None = None  # set by the caller once the conversation is known
         # An answer that may still change (guardrails, the hallucination check) is sent whole, once final.
@@ -151,6 +130,9 @@ class AgentPlan:
     # -- context (the plan is its own context preparer) ----------------------------------------
     async def prepare(self, turn: Turn) -> None:
         turn.kbs = list(self.config.knowledge_bases)
+        instructions = self.config.own_instructions()
+        if instructions is not None:
+            turn.prompt_variables["business_instructions"] = instructions
         policy = self._citations()
         if self.agentic:
             turn.agentic, turn.rag = True, POLICY
@@ -161,9 +143,7 @@ class AgentPlan:
         history = [ChatTurn(role="user" if m.role is Role.USER else "agent", text=m.text)
                    for m in turn.recent if m.id != own]
         self.hits = await self._retrieve(turn, turn.user_message.text, history)
-        numbered = policy.numbered
-        turn.rag = "\n\n---\n\n".join(f"{f'[{n}] ' if numbered else ''}{h.topic.title}\n{h.topic.summary}".strip()
-                                      for n, h in enumerate(self.hits, 1))
+        turn.rag = format_rag([h.topic for h in self.hits], numbered=policy.numbered)  # as a channel's turn has it
         turn.hits = knowledge_hits(self.hits)
         turn.citations = policy
         self.refs = await source_refs(turn.hits, self.url_of)

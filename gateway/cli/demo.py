@@ -1,10 +1,12 @@
-"""``switchboard demo remove``: take the demo's bike-shop topics out of the knowledge base, through a running
-gateway's admin API when one answers (local-mode Qdrant has one owner), else on the data dir directly."""
+"""``switchboard demo remove``: take out everything the demo put in — its bike-shop topics and the business
+name and opening hours it filled in (while they are still the demo's) — through a running gateway's admin
+API when one answers (local-mode Qdrant has one owner), else on the data dir and Redis directly."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+from pathlib import Path
 
 from gateway.core.settings import Settings
 
@@ -12,20 +14,49 @@ from gateway.core.settings import Settings
 def register_demo(sub: argparse._SubParsersAction) -> None:
     demo = sub.add_parser("demo", help="the demo knowledge base that `serve --demo` (make run) loads")
     demo_sub = demo.add_subparsers(dest="demo_command", required=True)
-    demo_sub.add_parser("remove", help="delete the demo's topics (your own topics and documents stay)")
+    demo_sub.add_parser("remove", help="delete the demo's topics, business name and hours (your own content stays)")
     demo.set_defaults(func=_demo)
 
 
+async def _remove_local(settings: Settings):
+    from redis.asyncio import Redis
+
+    from gateway.catalogue import CUSTOMER_ATTRIBUTES
+    from gateway.cli.kb import _local
+    from gateway.conversation.attributes import CustomerAttributes
+    from gateway.conversation.store import RedisStore
+    from gateway.core.clock import Clock
+    from gateway.jobs.embedded import EmbeddedRedis
+    from gateway.knowledge.demo import remove_demo
+    from gateway.live.calendar import CalendarService
+
+    started = None
+    url = settings.redis_url
+    if url is None:
+        embedded = EmbeddedRedis(settings.data_dir / "redis")
+        if not await asyncio.to_thread(Path(embedded.socket_path).exists):  # no gateway on this data dir
+            await asyncio.to_thread(embedded.start)
+            started = embedded
+        url = embedded.url
+    redis = Redis.from_url(url, socket_connect_timeout=settings.redis_connect_timeout_s)
+    try:
+        attributes = CustomerAttributes(RedisStore(redis, settings.agent_id), CUSTOMER_ATTRIBUTES)
+        removal = await _local(settings, remove_demo, attributes)
+        if removal.attributes:  # no gateway hears the change: the stored calendar is rebuilt here
+            await CalendarService(attributes, Clock()).rebuild()
+        return removal
+    finally:
+        await redis.aclose()
+        if started is not None:
+            started.stop()
+
+
 def _demo(args: argparse.Namespace, settings: Settings) -> int:
-    from gateway.cli.kb import _local, _Remote, _running
-    from gateway.knowledge.demo import demo_sources, remove_demo_knowledge
+    from gateway.cli.kb import _Remote, _running
 
     if _running(settings):
-        remote = _Remote(settings)
-        removed = 0
-        for source in demo_sources():
-            removed += remote.call("DELETE", f"/api/kb/topics/{source}", allow_status=(404,)) is None
+        said = _Remote(settings).call("DELETE", "/api/kb/demo")["summary"]
     else:
-        removed = asyncio.run(_local(settings, remove_demo_knowledge))
-    print(f"removed {removed} demo topic(s)" if removed else "no demo topics to remove")
+        said = asyncio.run(_remove_local(settings)).summary()
+    print(said)
     return 0

@@ -92,9 +92,9 @@ class Settings(BaseSettings):
         description="What the user gets, once, when the model fails (error, timeout, malformed or empty answer).",
     )
     offline_message: str = Field(
-        "No language model is configured for this gateway yet, so I can only answer from the "
-        "knowledge base. Set SWITCHBOARD_LLM_API_KEY (or SWITCHBOARD_LLM_BASE_URL) to enable full replies.",
-        description="The offline responder's answer when there is no model and no knowledge base.",
+        "Sorry, I can't answer questions here yet. Please try again later.",
+        description="What a visitor gets when there is no model and no knowledge base (the log and the console "
+        "tell the operator what to set).",
     )
     offline_unknown_message: str = Field(
         "I don't know the answer to that yet.",

@@ -13,6 +13,7 @@ from gateway.core.errors import BadRequest, InvalidInput, NotFound, PayloadTooLa
 from gateway.http.auth import require_admin
 from gateway.http.json_body import AdminRoute, decode_json, read_json
 from gateway.http.responses import json_body, model_schema
+from gateway.knowledge.demo import remove_demo
 from gateway.knowledge.search import MAX_QUERY_CHARS
 from gateway.services import Services
 from rag_core.controls import CONTROL_FIELDS, RetrievalControls
@@ -166,6 +167,15 @@ async def delete_topic(source: str, kb: str = MAIN_KB, services: Services = Depe
     if not await kb_call((await _base(services, kb)).delete(source)):
         raise NotFound(f"no topic with source {source!r}")
     return Response(status_code=204)
+
+
+@router.delete("/demo")
+async def remove_demo_content(services: Services = Depends(require_admin)) -> dict:
+    """Everything the demo put in: its topics, and the business name and hours it filled in while they are
+    still the demo's (``gateway.knowledge.demo``)."""
+    removal = await kb_call(remove_demo(services.knowledge, services.customer_attributes))
+    return {"topics": removal.topics, "attributes": removal.attributes, "kept": removal.kept,
+            "summary": removal.summary()}
 
 
 @router.post("/import", openapi_extra=json_body({"type": "string"}, media_type="text/plain"))

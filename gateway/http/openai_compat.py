@@ -179,14 +179,14 @@ async def chat_completions(request: Request):
     config = version.definition.config
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     if not body.stream:
-        result = await services.invoker.invoke(version, config, messages, session)
+        result = await services.invoker.invoke(version, config, messages, session, caller=body.user)
         return {"id": completion_id, "object": "chat.completion", "created": result.created_at, "model": body.model,
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": result.text},
                              "finish_reason": "stop"}],
                 "usage": _usage(result), "sources": _sources(result), **_handoff(result)}
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
     return StreamingResponse(_events(services, version, config, messages, session, completion_id, body.model,
-                                     include_usage), media_type="text/event-stream")
+                                     include_usage, body.user), media_type="text/event-stream")
 
 
 def _text(content: Any) -> str:
@@ -197,7 +197,7 @@ def _text(content: Any) -> str:
 
 
 async def _events(services, version, config, messages, session, completion_id: str, model: str,
-                  include_usage: bool) -> AsyncIterator[str]:
+                  include_usage: bool, caller: str | None) -> AsyncIterator[str]:
     queue: asyncio.Queue[Any] = asyncio.Queue()
 
     def chunk(delta: dict, finish: str | None = None, **extra) -> str:
@@ -212,7 +212,7 @@ async def _events(services, version, config, messages, session, completion_id: s
     async def run() -> None:
         try:
             await queue.put(("done", await services.invoker.invoke(version, config, messages, session,
-                                                                        on_delta=delta)))
+                                                                        on_delta=delta, caller=caller)))
         except Exception as exc:  # after the 200: an error event, then the end of the stream
             await queue.put(("error", error_body(exc)[1]))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -11,7 +12,10 @@ from gateway.core.settings import Settings
 from gateway.turn.llm import LLMClient
 from rag_core.tokenizer import tokenize
 
+log = logging.getLogger(__name__)
 DeltaCallback = Callable[[str], Awaitable[None]]
+NO_MODEL_NOR_KNOWLEDGE = ("a visitor was answered %r: no language model is configured and the knowledge base is "
+                          "empty; set SWITCHBOARD_LLM_API_KEY (or SWITCHBOARD_LLM_BASE_URL) or add knowledge")
 
 
 @dataclass(frozen=True)
@@ -71,8 +75,8 @@ class OfflineResponder:
     Retrieval scores are relative (fused ranks), so confidence is absolute and lexical instead:
     the share of the question's content words (stemmed, stop words dropped) that the best topic
     contains. At ``offline_min_score`` or above the reply is that topic; below it,
-    ``offline_unknown_message``; with an empty knowledge base it says plainly that no language
-    model is configured.
+    ``offline_unknown_message``; with an empty knowledge base ``offline_message``, in a visitor's
+    words — what the operator should set is said in the log (and on the console's Overview).
     """
 
     def __init__(self, settings: Settings, topic_count: Callable[[], Awaitable[int]] | None = None) -> None:
@@ -88,6 +92,7 @@ class OfflineResponder:
             text = self.settings.offline_unknown_message
         else:
             text = self.settings.offline_message
+            log.warning(NO_MODEL_NOR_KNOWLEDGE, text)
         if request.on_delta is not None:
             await request.on_delta(text)
         return Reply(text=text, responder="offline")

@@ -3,6 +3,7 @@ was typed (secrets not), outcomes from a fixed list."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import httpx
@@ -86,3 +87,12 @@ def test_a_malformed_token_is_shown_next_to_the_form_not_a_500(admin, fake_teleg
     assert "credentials.bot_token: not a Telegram bot token" in answer.text and 'value="Typo bot"' in answer.text
     assert token not in answer.text and fake_telegram.recorder.calls == []
     assert admin.get("/api/connections", headers=ADMIN).json()["connections"] == []
+
+
+def test_the_agent_choice_names_the_channels_agent_once(admin):
+    made = admin.post("/v1/agents", headers=ADMIN, json={"name": "bookings", "displayName": "Bookings desk"})
+    assert made.status_code == 201, made.text
+    page = admin.get("/admin/channels").text
+    select = page.split('name="agent"')[1].split("</select>")[0]
+    choices = re.findall(r'<option value="([^"]*)"[^>]*>([^<]*)</option>', select)
+    assert choices == [("", "The channels' agent"), (made.json()["id"], "Bookings desk (bookings)")]

@@ -67,3 +67,16 @@ def test_persona_sections_and_roles(admin, console):
     assert "Hijacked" not in admin.get("/admin/live").text
     no_csrf = admin.post("/admin/live/save", data={"form": "business", "business": "No token"})
     assert no_csrf.status_code == 403
+
+
+def test_the_prompt_and_live_data_screens_say_which_agents_they_apply_to(admin, settings):
+    prompt = "You answer for the bookings desk only.\n{context_str}\nQuestion: {query_str}"
+    made = admin.post("/v1/agents", headers={"Authorization": "Bearer admin-secret"}, json={
+        "name": "bookings", "displayName": "Bookings desk", "config": {"systemPrompt": prompt}})
+    assert made.status_code == 201, made.text
+    for path, opening in (("/admin/live", "These values go into"), ("/admin/prompt", "This template makes")):
+        said = re.search(r"<p class=\"muted\" data-applies-to>(.*?)</p>", admin.get(path).text, re.S).group(1)
+        said = " ".join(said.split()).replace("&#39;", "'")
+        assert said == (f"{opening} every agent's prompt, on every channel, the web chat and the agent API: "
+                        f"Bookings desk (bookings), The channels' agent ({settings.agent_id.lower()}). Their own "
+                        "system prompt takes the place of the instructions for Bookings desk (bookings).")

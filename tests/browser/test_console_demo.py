@@ -27,7 +27,8 @@ def test_remove_the_demo_from_the_knowledge_page(settings, page):
         demo = page.get_by_role("region", name="The demo is still in this knowledge base")
         expect(demo).to_contain_text(f"{len(demo_sources())} topics of the Harbor Bikes demo")
         demo.get_by_role("button", name="Remove the demo").click()
-        expect(page.get_by_role("status")).to_contain_text(f"Removed {len(demo_sources())} demo topics")
+        removed = f"Removed {len(demo_sources())} demo topic(s) and the demo's business name and business hours"
+        expect(page.get_by_role("status")).to_contain_text(removed)
         expect(page.get_by_role("region", name="The demo is still in this knowledge base")).to_have_count(0)
         sources = [t["source"] for t in admin.get("/api/kb/topics").json()["topics"]]
         assert sources == ["pottery-classes"]

@@ -27,8 +27,9 @@ def test_invoke_answers_with_source_nodes_and_keeps_session_memory(api, fake_ope
     [node] = out["customOutputs"]["sourceNodes"]  # limit 1 for this invocation
     assert node["chunkId"] == "tandem" and node["score"] == 1.0 and "50 euros" in node["text"]
     assert out["customOutputs"]["ragMode"] == "normal"
-    system = fake_openai.chat_requests()[-1]["body"]["messages"][0]["content"]
-    assert "Tandems cost 50 euros a day." in system and "Query: How much is a tandem?" in system
+    sent = fake_openai.chat_requests()[-1]["body"]["messages"]
+    assert "Tandem rental\nTandems cost 50 euros a day." in sent[0]["content"]  # the template's knowledge section
+    assert sent[-1] == {"role": "user", "content": "How much is a tandem?"}
 
     api.post(url, headers=session, json={"messages": [{"role": "user", "content": "And for two days?"}]})
     remembered = fake_openai.chat_requests()[-1]["body"]["messages"]

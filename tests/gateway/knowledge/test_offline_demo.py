@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import httpx
 import pytest
 
@@ -38,10 +40,15 @@ def test_demo_questions_are_answered_from_the_knowledge_base(offline):
 
 
 @pytest.mark.parametrize("offline", [False], indirect=True)
-def test_without_a_knowledge_base_it_says_no_model_is_configured(offline):
+def test_without_a_knowledge_base_the_visitor_gets_visitor_words_and_the_log_the_operators(offline, caplog):
     server, session = offline
-    reply = _ask(server, session, "Hello?")["reply"]["text"]
-    assert reply.startswith("No language model is configured")
+    with caplog.at_level(logging.WARNING, logger="gateway.turn.responders"):
+        reply = _ask(server, session, "Hello?")["reply"]["text"]
+    assert reply == "Sorry, I can't answer questions here yet. Please try again later."
+    assert "SWITCHBOARD" not in reply and "language model" not in reply
+    [said] = [r.getMessage() for r in caplog.records if r.name == "gateway.turn.responders"]
+    assert "no language model is configured and the knowledge base is empty" in said
+    assert "SWITCHBOARD_LLM_API_KEY" in said
 
 
 @pytest.mark.parametrize("offline", [True], indirect=True)
