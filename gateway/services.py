@@ -16,6 +16,7 @@ from redis.driver_info import DriverInfo
 from redis.exceptions import ConnectionError as RedisConnectionError
 from rq import Queue
 
+from gateway.agents.agent_tools import AgentTools
 from gateway.agents.api_keys import ApiKeys
 from gateway.agents.caller import CallerReader
 from gateway.agents.channel_agent import AgentInstructions, ChannelAgent
@@ -79,11 +80,15 @@ from gateway.live.conversation_meta import EXTRACT_META_JOB
 from gateway.live.prompt import PromptBuilder
 from gateway.live.template_render import RenderBudget
 from gateway.live.timers import TIMER_TICK_JOB, Timer, periodic_timer
+from gateway.tools.mcp_client import McpClient
+from gateway.tools.service import ToolSources
+from gateway.tools.store import ToolSourceStore
 from gateway.turn.llm import LLMClient
 from gateway.turn.pipeline import TurnPipeline
 from gateway.turn.ports import Capabilities, RagMode, TranscriptSink
 from gateway.turn.responders import LLMResponder, OfflineResponder, Responder
 from gateway.turn.runner import TurnRunner
+from gateway.turn.tools import ToolJournal, ToolLoop
 
 log = logging.getLogger(__name__)
 
@@ -174,6 +179,7 @@ class Services:
     live_feed: LiveFeed | None = None  # stored messages and handoff changes as they happen
     direct_sinks: dict[str, DirectSink] = field(default_factory=dict)
     connections: Connections | None = None  # conn (issue 28): channel connections added at run time
+    tool_sources: ToolSources | None = None  # tools (issue 40): MCP servers the agents' tools come from
     on_start: list[Hook] = field(default_factory=list)
     on_stop: list[Hook] = field(default_factory=list)
 
@@ -221,7 +227,10 @@ class Services:
                               cache=cache, metrics=metrics)
         rag_modes: dict[str, RagMode] = {}  # filled by the channels as they are installed
         tool_support = ToolSupport(settings.llm_supports_tools and llm is not None)
-        agents = AgentStore(store)
+        box = CredentialBox(settings.secret_key.get_secret_value() if settings.secret_key else None)
+        tool_policy = OutboundPolicy.parse(settings.outbound_allow_hosts, resolver)
+        tool_sources = ToolSources(ToolSourceStore(store, box), McpClient(tool_policy), tool_policy)
+        agents = AgentStore(store, unknown_tools=tool_sources.unknown)
         channel_agent = ChannelAgent(agents, settings.agent_id, citations=policy_of(settings))
         rag = PrepareRagContext(settings, knowledge, persona_attributes, memory, queues["rag"], rag_modes,
                                 tool_support, channel_agent.choice)
@@ -245,9 +254,11 @@ class Services:
         handoffs = Handoffs(store)
         pipeline = TurnPipeline(
             settings, store, sessions, memory, lock, prompts, responder, events, metrics,
-            preparers=[rag, citing, AgentInstructions(channel_agent)],  # conn (issue 28): a connection's agent
+            preparers=[rag, citing, AgentInstructions(channel_agent),  # conn (issue 28): a connection's agent
+                       AgentTools(channel_agent, tool_sources)],  # tools (issue 40): the agent's tools
             handoffs=handoffs,
         )
+        pipeline.tool_loop = ToolLoop(settings, llm, ToolJournal(store))
         pipeline.closing_writes.append(live.closing_writes)
         services = cls(
             settings=settings,
@@ -302,8 +313,8 @@ class Services:
         pipeline.capabilities[API_CHANNEL] = API_CAPABILITIES
         services.direct_sinks[API_CHANNEL] = lambda conversation: TranscriptSink(API_CHANNEL)
         services.on_start.append(services._channel_agent)
-        services.connections = Connections(settings, ConnectionStore(store, CredentialBox(
-            settings.secret_key.get_secret_value() if settings.secret_key else None)), agents, {})
+        services.connections = Connections(settings, ConnectionStore(store, box), agents, {})
+        services.tool_sources = tool_sources
         services.on_start.append(services._rotate_connection_keys)
         services.on_stop.append(services.live_feed.stop)
         if consume_inbox if consume_inbox is not None else settings.inbox_consumer:

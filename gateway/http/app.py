@@ -15,6 +15,7 @@ from gateway.http import agents as agent_api
 from gateway.http import api_keys as api_keys_api
 from gateway.http import connections as connections_api
 from gateway.http import openai_compat
+from gateway.http import tool_sources as tool_sources_api
 from gateway.http.body_limit import BodyLimit
 from gateway.http.conversations import router as conversations_router
 from gateway.http.disconnect import CancelOnDisconnect
@@ -80,7 +81,8 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     )
     app.include_router(health_router)
     for admin_router in (knowledge_router, knowledge_bases_router, documents_router, kb_jobs_router,
-                         conversations_router, agent_api.admin, api_keys_api.router, connections_api.router):
+                         conversations_router, agent_api.admin, api_keys_api.router, connections_api.router,
+                         tool_sources_api.router):
         app.include_router(admin_router, responses=ADMIN)
     app.include_router(agent_api.callers, responses=CALLER)
     app.include_router(openai_compat.router, responses=CALLER)

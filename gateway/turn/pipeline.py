@@ -61,6 +61,7 @@ from gateway.turn.ports import (
 )
 from gateway.turn.reply_intent import Fence, Gate, HandedOff, PlannedReply, ReplyIntents, SendIntent
 from gateway.turn.responders import KnowledgeHit, Reply, ReplyRequest, Responder
+from gateway.turn.tools import ToolLoop, TurnTools
 
 log = logging.getLogger(__name__)
 
@@ -108,11 +109,12 @@ class Turn:
     prompt_read: list | None = None  # the prompt assembler's reads (``PromptAssembler.read_into``)
     # Writes a stage leaves for the turn's closing round trip (the RAG context stored as an attribute).
     closing: list[Callable[[Pipeline], None]] = field(default_factory=list)
+    tools: TurnTools | None = None  # the agent's tools (issue 40), set by a context preparer
 
     # What ``run`` works out again from the store when it starts; everything else is saved.
     RECOMPUTED = frozenset({"memory", "recent", "rag", "hits", "agentic", "kbs", "citations", "sources",
                             "prompt_variables", "plan", "fetched", "conversation_meta", "prompt_read",
-                            "closing"})
+                            "closing", "tools"})
 
     def snapshot(self) -> str:
         """The accepted turn as JSON, to run it in another process (after a crash)."""
@@ -242,6 +244,7 @@ class TurnPipeline:
         self._phrases = [p.strip().lower() for p in settings.handoff_phrases.split("|") if p.strip()]
         # What other services write when a turn ends, queued in its closing round trip (persona id given).
         self.closing_writes: list[Callable[[Pipeline, str], None]] = []
+        self.tool_loop: ToolLoop | None = None  # the agent's tools (gateway.turn.tools), set by the services
 
     async def accept(self, inbound: InboundMessage, *, rag_mode: RagMode = "inline",
                      delivery_id: str | None = None, plan: TurnPlan | None = None,
@@ -439,7 +442,7 @@ class TurnPipeline:
         trace.model = reply.model
         trace.responder = reply.responder
         trace.usage = reply.usage
-        trace.tool_calls = reply.tool_calls
+        trace.tool_calls = reply.tool_calls or trace.tool_calls  # a fallback reply keeps the calls it made
         trace.delivery_error = delivery.error
         trace.delivery_retryable = not delivery.delivered and delivery.retryable
         trace.total_ms = round((time.perf_counter() - t0) * 1000, 3)
@@ -660,6 +663,8 @@ class TurnPipeline:
             kbs=turn.kbs or None,
         )
         responder = plan.responder if plan is not None else self.responder
+        if self.tool_loop is not None:
+            responder = self.tool_loop.around(responder, turn.tools, turn.trace, deadline)
         try:
             async with asyncio.timeout_at(deadline):
                 interrupted = getattr(sink, "interrupted", None)

@@ -42,6 +42,9 @@ class FakeOpenAI:
     default_reply: str | None = None  # what an unscripted request gets instead of the echo (benches)
     paced_whole: bool = False  # a non-streamed answer waits as long as streaming it would take (benches)
     structured_reply: str | None = None  # what an unscripted schema-constrained request gets (benches)
+    # An unscripted request whose last message is a tool result answers with that result (so a test sees the
+    # tool's answer reach the reply without scripting it).
+    echo_tool_results: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def script_reply(self, text: str, delay_s: float = 0.0) -> None:
@@ -104,6 +107,13 @@ class FakeOpenAI:
                 text = fake.structured_reply
             if text is None and fake.default_reply is not None:
                 text = fake.default_reply
+            if text is None and fake.echo_tool_results and body["messages"][-1]["role"] == "tool":
+                results = []
+                for m in reversed(body["messages"]):
+                    if m["role"] != "tool":
+                        break
+                    results.insert(0, m["content"])
+                text = "From the tools: " + " | ".join(results)
             if text is None:
                 users = [m["content"] for m in body["messages"] if m["role"] == "user"]
                 text = f"echo: {users[-1] if users else ''}"
