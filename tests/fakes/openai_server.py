@@ -45,6 +45,10 @@ class FakeOpenAI:
     # An unscripted request whose last message is a tool result answers with that result (so a test sees the
     # tool's answer reach the reply without scripting it).
     echo_tool_results: bool = False
+    # A model that always does the same: an unscripted request offered tools whose last message is the user's
+    # asks for this call; ``tool_result_delay_s`` holds the answer to a tool result that long.
+    auto_tool_call: tuple[str, dict] | None = None
+    tool_result_delay_s: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def script_reply(self, text: str, delay_s: float = 0.0) -> None:
@@ -76,6 +80,12 @@ class FakeOpenAI:
     def chat_requests(self) -> list[dict]:
         return [r for r in self.requests if r["path"].endswith("/chat/completions")]
 
+    def _unscripted(self, body: dict) -> Scripted:
+        last = body["messages"][-1]["role"] if body.get("messages") else None
+        if self.auto_tool_call is not None and body.get("tools") and last == "user":
+            return Scripted(text="", tool_calls=[self.auto_tool_call])
+        return Scripted(delay_s=self.tool_result_delay_s if last == "tool" else 0.0)
+
     def _next(self) -> Scripted | None:
         with self._lock:
             return self.script.popleft() if self.script else None
@@ -91,7 +101,7 @@ class FakeOpenAI:
             if fake.reject_tools and body.get("tools"):
                 return JSONResponse({"error": {"message": "tools are not supported by this model",
                                                "type": "invalid_request_error", "param": "tools"}}, status_code=400)
-            step = fake._next() or Scripted()
+            step = fake._next() or fake._unscripted(body)
             delay = step.delay_s or fake.default_delay_s
             if delay:
                 await asyncio.sleep(delay)
