@@ -1,8 +1,5 @@
-"""A turn preparer: the tools the answering agent's ``config.tools`` names, for the tool loop.
-
-Tools marked ``confirm: true`` are not offered: asking the customer first is not built yet, and a
-tool that needs a yes is never called without one.
-"""
+"""A turn preparer: the tools the answering agent's ``config.tools`` names, for the tool loop; those
+marked ``confirm: true`` are proposed to the customer and called on their yes (``gateway.turn.tool_confirm``)."""
 
 from __future__ import annotations
 
@@ -20,4 +17,5 @@ class AgentTools:
 
     async def prepare(self, turn: Turn) -> None:
         choices = await self.agent.tools(turn.inbound.agent)
-        turn.tools = await self.sources.for_turn([c.name for c in choices if not c.confirm])
+        turn.tools = await self.sources.for_turn([c.name for c in choices],
+                                                 confirm=frozenset(c.name for c in choices if c.confirm))

@@ -53,7 +53,7 @@ class ToolChoice(_Camel):
     """A tool the agent may call (issue 40): ``crm.book_table``, or ``crm.*`` for every tool of a source."""
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,39}\.\S{1,200}$")
-    confirm: bool = False  # proposed to the customer first, called on their yes (not built yet: never offered)
+    confirm: bool = False  # proposed to the customer first, called on their yes in the next turn
 
 
 class AgentConfig(_Camel):

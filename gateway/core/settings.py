@@ -448,6 +448,8 @@ class Settings(BaseSettings):
         "so the model can still answer. A call past it reaches the model as an error result."))
     tool_result_max_chars: int = Field(default=8000, ge=100, description=(
         "A tool's answer longer than this is cut (with a note saying so) before the model reads it."))
+    tool_confirm_ttl_s: int = Field(default=600, ge=1, description=(
+        "How long an action a `confirm: true` tool proposed waits for the customer's yes in the next turn."))
     api_key_rate_limit_per_min: int = Field(
         default=60, ge=1, description="The agent API's default calls per minute per key."
     )

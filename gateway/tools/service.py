@@ -142,8 +142,10 @@ class ToolSources:
                 missing.append(name)
         return missing
 
-    async def for_turn(self, names: list[str], options: CallOptions | None = None) -> TurnTools | None:
-        """The tools these names (``crm.book_table``, ``crm.*``) take, ready for a turn; None for none."""
+    async def for_turn(self, names: list[str], options: CallOptions | None = None,
+                       confirm: frozenset[str] = frozenset()) -> TurnTools | None:
+        """The tools these names (``crm.book_table``, ``crm.*``) take, ready for a turn; None for none.
+        A tool named in ``confirm`` (itself or by its source's ``*``) waits for the customer's yes."""
         if not names:
             return None
         sources = {s.name: s for s in await self.store.list()}
@@ -157,7 +159,8 @@ class ToolSources:
         if not chosen:
             return None
         used = {n.partition(".")[0]: sources[n.partition(".")[0]] for n in chosen}
-        specs = [ToolSpec(name=t.name, description=t.description, parameters=t.input_schema)
+        specs = [ToolSpec(name=t.name, description=t.description, parameters=t.input_schema,
+                          confirm=t.name in confirm or f"{t.name.partition('.')[0]}.*" in confirm)
                  for t in chosen.values()]
         return TurnTools(specs=specs, caller=SourceCaller(self.client, used), options=options,
                          redact=_redactor(list(used.values())))

@@ -33,6 +33,7 @@ from gateway.core.models import TokenUsage, ToolCallTrace, TurnTrace
 from gateway.core.settings import Settings
 from gateway.turn.llm import CallOptions, LLMClient, ToolCall, ToolStep
 from gateway.turn.responders import Reply, ReplyRequest, Responder
+from gateway.turn.tool_confirm import PendingAction, PendingActions, is_yes, proposal
 
 __all__ = ["JOURNAL_TTL_S", "ToolCaller", "ToolJournal", "ToolLoop", "ToolOutcome", "ToolSpec", "TurnTools",
            "cut", "wire_names"]
@@ -48,6 +49,7 @@ class ToolSpec:
     name: str  # ``<source>.<tool>``
     description: str
     parameters: dict  # JSON schema of the arguments
+    confirm: bool = False  # proposed to the customer, called on their yes in the next turn (tool_confirm)
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,7 @@ def _masked(value: object) -> object:
 class _Round(BaseModel):
     text: str = ""
     calls: list[tuple[str, str, str]]  # (call id, wire name, arguments JSON)
+    key: str | None = None  # round 0, a confirmed action: the proposing turn's idempotency key
 
 
 class _Result(BaseModel):
@@ -135,6 +138,7 @@ class ToolLoop:
         self.settings = settings
         self.llm = llm
         self.journal = journal
+        self.pending = PendingActions(journal.store, settings.tool_confirm_ttl_s)
 
     def around(self, responder: Responder, tools: TurnTools | None, trace: TurnTrace, deadline: float) -> Responder:
         """``responder``, or the tool loop when the turn has tools (and a model to call them)."""
@@ -147,12 +151,13 @@ class _ToolTurn:
     def __init__(self, loop: ToolLoop, llm: LLMClient, tools: TurnTools, trace: TurnTrace, deadline: float) -> None:
         self.settings = loop.settings
         self.journal = loop.journal
+        self.pending = loop.pending
         self.llm = llm
         self.tools = tools
         self.trace = trace
         self.deadline = deadline
         self.wire = wire_names([s.name for s in tools.specs])
-        by_name = {s.name: s for s in tools.specs}
+        self.by_name = by_name = {s.name: s for s in tools.specs}
         self.offered = [{"type": "function", "function": {
             "name": wire, "description": by_name[name].description[:1024],
             "parameters": by_name[name].parameters or {"type": "object"}}} for wire, name in self.wire.items()]
@@ -163,6 +168,11 @@ class _ToolTurn:
         messages: list[dict] = [{"role": m.role, "content": m.content} for m in request.prompt]
         usage = TokenUsage()
         index = 0
+        confirmed = stored.get("round:0") or await self._confirmed(request, turn_id)
+        if confirmed is not None:  # the customer said yes to the action the last turn proposed: called once
+            kept = _Round.model_validate_json(confirmed)
+            await self._run_round(messages, kept.text, [ToolCall(*c) for c in kept.calls], 0, stored, kept.key)
+            index = len(kept.calls)
         rounds = self.settings.tool_max_rounds
         for number in range(1, rounds + 1):
             final = number == rounds
@@ -180,47 +190,86 @@ class _ToolTurn:
             if not step.calls or final:
                 if not step.text.strip():
                     raise LLMError("language model returned no text")
-                return Reply(text=step.text, responder="llm", model=self._model, usage=usage,
-                             tool_calls=list(self.trace.tool_calls))
-            messages.append({"role": "assistant", "content": step.text or None, "tool_calls": [
-                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                for c in step.calls]})
-            answers = await asyncio.gather(*(self._call(c, index + k, stored) for k, c in enumerate(step.calls)))
+                return self._reply(step.text, usage)
+            asked = await self._run_round(messages, step.text, step.calls, index, stored, None)
             index += len(step.calls)
-            for call, (content, entry) in zip(step.calls, answers, strict=True):
-                self.trace.tool_calls.append(entry)
-                messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
+            if asked is not None:  # an action waits for the customer's yes: the reply asks for it
+                return self._reply(f"{step.text.strip()}\n\n{asked}".strip(), usage)
         raise AssertionError("unreachable: the last round answers")
+
+    def _reply(self, text: str, usage: TokenUsage) -> Reply:
+        return Reply(text=text, responder="llm", model=self._model, usage=usage, tool_calls=list(self.trace.tool_calls))
+
+    async def _run_round(self, messages: list[dict], text: str, calls: list[ToolCall], index: int,
+                         stored: dict[str, bytes], confirmed_key: str | None) -> str | None:
+        """Run one round's calls together; their results join ``messages``. Returns the proposal to put to
+        the customer when a call needs their yes first."""
+        messages.append({"role": "assistant", "content": text or None, "tool_calls": [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls]})
+        answers = await asyncio.gather(*(self._call(c, index + k, stored, confirmed_key)
+                                         for k, c in enumerate(calls)))
+        asked = None
+        for call, (content, entry, proposed) in zip(calls, answers, strict=True):
+            self.trace.tool_calls.append(entry)
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
+            asked = asked or proposed
+        return asked
+
+    async def _confirmed(self, request: ReplyRequest, turn_id: str) -> bytes | None:
+        """The action the conversation's last turn proposed, as round 0 of this turn when the customer's
+        message is a yes (journalled before it runs); dropped (and traced) on anything else."""
+        pending = await self.pending.take(self.trace.conversation_id)
+        if pending is None:
+            return None
+        said = next((m.content for m in reversed(request.prompt) if m.role == "user"), "")
+        wire = next((w for w, n in self.wire.items() if n == pending.tool), None)
+        if wire is None or not is_yes(said):
+            self.trace.tool_calls.append(ToolCallTrace(name=pending.tool, arguments=_masked(pending.arguments),
+                                                       error="proposed action dropped: the customer did not "
+                                                             "confirm it"))
+            return None
+        kept = _Round(calls=[(f"confirmed_{pending.turn_id}", wire, json.dumps(pending.arguments))], key=pending.key)
+        await self.journal.write(turn_id, "round:0", kept)
+        return kept.model_dump_json().encode()
 
     @property
     def _model(self) -> str:
         return (self.tools.options.model if self.tools.options and self.tools.options.model else None) or \
             self.llm.model
 
-    async def _call(self, call: ToolCall, index: int, stored: dict[str, bytes]) -> tuple[str, ToolCallTrace]:
-        """What the model reads for one call, and its trace entry."""
+    async def _call(self, call: ToolCall, index: int, stored: dict[str, bytes],
+                    confirmed_key: str | None) -> tuple[str, ToolCallTrace, str | None]:
+        """What the model reads for one call, its trace entry, and the proposal when it waits for a yes."""
         name = self.wire.get(call.name, call.name)
         try:
             arguments = json.loads(call.arguments or "{}")
         except ValueError:
             arguments = None
         entry = ToolCallTrace(name=name, arguments=_masked(arguments) if isinstance(arguments, dict) else {})
-        if call.name not in self.wire:
+        spec = self.by_name.get(name)
+        if spec is None:
             result = _Result(text="", error=f"unknown tool {call.name!r}")
         elif not isinstance(arguments, dict):
             result = _Result(text="", error="the arguments are not a JSON object")
         elif (earlier := stored.get(f"call:{index}")) is not None:
             result = _Result.model_validate_json(earlier)
             entry.reused = True
+        elif spec.confirm and confirmed_key is None:
+            key = f"{self.trace.turn_id}:{index}"
+            await self.pending.propose(self.trace.conversation_id, PendingAction(
+                tool=name, arguments=arguments, key=key, turn_id=self.trace.turn_id))
+            entry.result = "proposed: waiting for the customer's yes (not called)"
+            return json.dumps({"status": "waiting for the customer's confirmation; not done yet"}), entry, \
+                proposal(spec.description, name, arguments)
         else:
-            result = await self._run(name, arguments, f"{self.trace.turn_id}:{index}")
+            result = await self._run(name, arguments, confirmed_key or f"{self.trace.turn_id}:{index}")
             await self.journal.write(self.trace.turn_id, f"call:{index}", result)
         text = cut(result.text, self.settings.tool_result_max_chars)
         entry.ms = result.ms
         entry.result = self.tools.redact(text[:_TRACE_RESULT_CHARS]) if result.error is None else None
         entry.error = self.tools.redact(result.error) if result.error is not None else None
         content = text if result.error is None else json.dumps({"error": result.error})
-        return content, entry
+        return content, entry, None
 
     async def _run(self, name: str, arguments: dict, key: str) -> _Result:
         loop = asyncio.get_running_loop()
