@@ -310,6 +310,7 @@ class Services:
         services.api_keys = ApiKeys(store, settings.api_key_rate_limit_per_min, services.rate_limits.api_keys)
         services.callers = CallerReader(services.api_keys, agents)
         services.invoker = AgentInvoker(settings, store, pipeline, knowledge, llm, tool_support)
+        services.invoker.tools = tool_sources
         pipeline.capabilities[API_CHANNEL] = API_CAPABILITIES
         services.direct_sinks[API_CHANNEL] = lambda conversation: TranscriptSink(API_CHANNEL)
         services.on_start.append(services._channel_agent)

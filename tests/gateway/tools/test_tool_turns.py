@@ -86,3 +86,23 @@ def test_parallel_calls_a_hanging_tool_and_a_long_answer(client, mcp_server, fak
     assert lookup["name"] == "crm.lookup_order" and lookup["error"].startswith("no answer within")
     assert lookup["result"] is None and 2000 < lookup["ms"] < 4000
     assert long["name"] == "crm.order_history" and long["error"] is None and len(long["result"]) == 2000
+
+
+def test_an_agent_api_invoke_calls_the_versions_tools(client, mcp_server, fake_openai):
+    add_crm(client, mcp_server.url)
+    agent = client.post("/v1/agents", headers=ADMIN, json={"name": "booker", "config": {
+        "tools": [{"name": "crm.book_table"}], "llmModelId": "booking-model"}}).json()
+    key = client.post("/api/keys", headers=ADMIN, json={"name": "site", "agents": [agent["id"]]}).json()["key"]
+    fake_openai.echo_tool_results = True
+    fake_openai.script_tool_calls(("crm__book_table", {"party_size": 3, "day": "Sunday"}))
+
+    answer = client.post(f"/v1/agents/{agent['id']}/versions/latest/invoke",
+                         headers={"Authorization": f"Bearer {key}"},
+                         json={"messages": [{"role": "user", "content": "A table for three on Sunday"}]})
+
+    assert answer.status_code == 200, answer.text
+    [message] = answer.json()["output"]
+    assert message["content"][0]["text"] == "From the tools: Booked: a table for 3 on Sunday, reference BK-1001."
+    assert [c["arguments"] for c in mcp_server.calls] == [{"party_size": 3, "day": "Sunday"}]
+    tool_rounds = [r for r in fake_openai.chat_requests() if r["body"].get("tools")]
+    assert [r["body"]["model"] for r in tool_rounds] == ["booking-model", "booking-model"]
