@@ -365,13 +365,18 @@ class Services:
             log.warning("could not check the channels' agent: %s", exc)
 
     async def _rotate_connection_keys(self) -> None:
-        """Connections' credentials sealed under an older ``SWITCHBOARD_SECRET_KEY`` are re-sealed under the newest."""
+        """Connections' credentials (and tool sources' headers) sealed under an older ``SWITCHBOARD_SECRET_KEY``
+        are re-sealed under the newest."""
         if self.connections is None or not self.connections.store.box.ready:
             return
         try:
             changed = await self.connections.store.rotate_keys()
             if changed:
                 log.info("connections: re-encrypted %d connection(s) under the newest secret key", changed)
+            if self.tool_sources is not None:
+                changed = await self.tool_sources.store.rotate_keys()
+                if changed:
+                    log.info("tool sources: re-encrypted %d source(s)' headers under the newest secret key", changed)
         except Exception as exc:  # Redis down at start: the next start does it
             log.warning("connections: could not re-encrypt under the newest key: %s", exc)
 

@@ -31,6 +31,8 @@ class SecretBox(Protocol):
 
     def open(self, sealed: str) -> dict[str, str]: ...
 
+    def rotated(self, sealed: str) -> str | None: ...
+
 
 class _Stored(BaseModel):
     id: str
@@ -100,3 +102,18 @@ class ToolSourceStore:
             pipe.delete(self._key(source_id))
             pipe.srem(self.store.key("toolsources"), source_id)
             await pipe.execute()
+
+    async def rotate_keys(self) -> int:
+        """Re-seal every source's headers under the newest key; how many changed."""
+        changed = 0
+        for raw_id in await self.redis.smembers(self.store.key("toolsources")):
+            key = self._key(raw_id.decode())
+            raw = await self.redis.get(key)
+            if raw is None:
+                continue
+            stored = _Stored.model_validate_json(raw)
+            resealed = self.box.rotated(stored.sealed) if stored.sealed else None
+            if resealed is not None:
+                await self.redis.set(key, stored.model_copy(update={"sealed": resealed}).model_dump_json())
+                changed += 1
+        return changed
