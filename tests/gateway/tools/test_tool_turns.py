@@ -6,6 +6,7 @@ trace shows the call. A hanging tool still lets the customer have an answer with
 from __future__ import annotations
 
 import json
+import logging
 import time
 
 import httpx
@@ -38,7 +39,9 @@ def _tool_messages(request: dict) -> list[dict]:
     return [m for m in request["body"]["messages"] if m["role"] == "tool"]
 
 
-def test_a_web_chat_question_books_a_table_through_the_mcp_server(client, mcp_server, fake_openai, tool_settings):
+def test_a_web_chat_question_books_a_table_through_the_mcp_server(client, mcp_server, fake_openai, tool_settings,
+                                                                    caplog):
+    caplog.set_level(logging.DEBUG)
     add_crm(client, mcp_server.url)
     _give_tools(client, tool_settings.agent_id, "crm.book_table")
     fake_openai.echo_tool_results = True
@@ -59,6 +62,9 @@ def test_a_web_chat_question_books_a_table_through_the_mcp_server(client, mcp_se
     assert call["name"] == "crm.book_table" and call["arguments"] == {"party_size": 4, "day": "Friday"}
     assert call["result"] == "Booked: a table for 4 on Friday, reference BK-1001."
     assert call["error"] is None and call["reused"] is False and call["ms"] > 0
+    logs = "\n".join(f"{r.getMessage()} {r.exc_text or ''}" for r in caplog.records)
+    assert "crm__book_table" in logs or "book_table" in logs  # the calls were logged at debug level
+    assert TOKEN not in logs  # the source's bearer token never was
 
 
 @pytest.mark.parametrize("tool_overrides", [{"turn_deadline_s": 4.0}])  # less than the tool timeout (10 s)
