@@ -74,27 +74,88 @@ def _text(content: list) -> str:
     return "\n".join(parts)
 
 
+class _Watched(httpx.AsyncBaseTransport):
+    """The guarded transport, noting the first error it meets (sending, or reading a body). The SDK passes
+    such an error to its session, which does not fail the waiting request with it: a refused, too large or
+    broken answer would be waited on until the time limit. ``failed`` lets the call end at once, saying why."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+        self.failed = asyncio.Event()
+        self.error: BaseException | None = None
+
+    def note(self, exc: BaseException) -> None:
+        if self.error is None:
+            self.error = exc
+            self.failed.set()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        try:
+            response = await self.inner.handle_async_request(request)
+        except Exception as exc:
+            self.note(exc)
+            raise
+        assert isinstance(response.stream, httpx.AsyncByteStream)
+        response.stream = _WatchedBody(response.stream, self)
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class _WatchedBody(httpx.AsyncByteStream):
+    def __init__(self, inner: httpx.AsyncByteStream, watch: _Watched) -> None:
+        self.inner, self.watch = inner, watch
+
+    async def __aiter__(self):
+        try:
+            async for chunk in self.inner:
+                yield chunk
+        except Exception as exc:
+            self.watch.note(exc)
+            raise
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def _first(work, watch: _Watched):
+    """``work``'s result, or the transport's error as soon as it has one."""
+    task = asyncio.ensure_future(work)
+    failed = asyncio.ensure_future(watch.failed.wait())
+    try:
+        await asyncio.wait({task, failed}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        failed.cancel()
+    if task.done():
+        return task.result()
+    task.cancel()
+    assert watch.error is not None
+    raise watch.error
+
+
 class McpClient:
     def __init__(self, policy: OutboundPolicy, max_answer_bytes: int = MAX_ANSWER_BYTES) -> None:
         self.policy = policy
         self.max_answer_bytes = max_answer_bytes
 
     @asynccontextmanager
-    async def _session(self, source: ToolSource, timeout_s: float) -> AsyncIterator[ClientSession]:
-        http = httpx.AsyncClient(transport=GuardedTransport(self.policy, self.max_answer_bytes),
-                                 headers=source.headers, timeout=httpx.Timeout(timeout_s), follow_redirects=False)
+    async def _session(self, source: ToolSource, timeout_s: float) -> AsyncIterator[tuple[ClientSession, _Watched]]:
+        watch = _Watched(GuardedTransport(self.policy, self.max_answer_bytes))
+        http = httpx.AsyncClient(transport=watch, headers=source.headers, timeout=httpx.Timeout(timeout_s),
+                                 follow_redirects=False)
         async with http, streamable_http_client(source.url, http_client=http) as (read, write, _session_id):
             async with ClientSession(read, write) as session:
-                await session.initialize()
-                yield session
+                await _first(session.initialize(), watch)
+                yield session, watch
 
     async def list_tools(self, source: ToolSource, timeout_s: float = LIST_TIMEOUT_S) -> list[ToolInfo]:
         """``initialize`` + ``tools/list`` (every page), the tools named ``<source>.<tool>``."""
         try:
-            async with asyncio.timeout(timeout_s), self._session(source, timeout_s) as session:
+            async with asyncio.timeout(timeout_s), self._session(source, timeout_s) as (session, watch):
                 tools, cursor = [], None
                 for _ in range(_MAX_PAGES):
-                    page = await session.list_tools(cursor=cursor)
+                    page = await _first(session.list_tools(cursor=cursor), watch)
                     tools += page.tools
                     cursor = page.nextCursor
                     if not cursor:
@@ -109,8 +170,9 @@ class McpClient:
         """``tools/call`` with ``_meta.idempotencyKey``; the answer's text (a tool error is an outcome with
         ``error`` set, for the model to read). The caller bounds the time it waits (the turn's limits)."""
         try:
-            async with self._session(source, timeout_s) as session:
-                result = await session.call_tool(tool, arguments, meta={"idempotencyKey": idempotency_key})
+            async with self._session(source, timeout_s) as (session, watch):
+                result = await _first(session.call_tool(tool, arguments, meta={"idempotencyKey": idempotency_key}),
+                                      watch)
         except Exception as exc:
             raise ToolServerError(_describe(exc, source.url)) from exc
         text = _text(result.content)

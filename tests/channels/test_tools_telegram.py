@@ -28,7 +28,7 @@ def test_a_telegram_message_books_once_even_when_telegram_retries(fake_telegram,
         with httpx.Client(base_url=live.url, timeout=30) as client:
             added = client.post("/api/tool-sources", headers=ADMIN, json={
                 "name": "crm", "url": tools.url + "/mcp", "headers": {"Authorization": f"Bearer {TOKEN}"}})
-            assert added.status_code == 201 and len(added.json()["tools"]) == 3, added.text
+            assert added.status_code == 201 and len(added.json()["tools"]) == 4, added.text
             patched = client.patch(f"/v1/agents/{settings.agent_id}", headers=ADMIN,
                                    json={"config": {"tools": [{"name": "crm.book_table"}]}})
             assert patched.status_code == 200, patched.text

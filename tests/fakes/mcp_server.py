@@ -50,6 +50,11 @@ class FakeMcpServer:
             record(ctx, "order_history", {"order": order})
             return "".join(f"{order} event {i}; " for i in range(3000))
 
+        @mcp.tool(description="Everything about an order (answers 20 MB).")
+        async def order_dump(order: str, ctx: Context) -> str:
+            record(ctx, "order_dump", {"order": order})
+            return "x" * (20 * 1024 * 1024)
+
         inner = mcp.streamable_http_app()
 
         async def guarded(scope, receive, send):

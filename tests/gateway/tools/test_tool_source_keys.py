@@ -38,7 +38,7 @@ async def test_a_new_key_in_front_reseals_the_headers(tool_settings, mcp_server)
     try:
         refreshed = await third.tool_sources.refresh(source.id)
         assert refreshed.headers == {"Authorization": f"Bearer {TOKEN}"}
-        assert refreshed.status.last_error is None and len(refreshed.tools) == 3
+        assert refreshed.status.last_error is None and len(refreshed.tools) == 4
     finally:
         await third.aclose()
         r.close()

@@ -27,7 +27,8 @@ def _all_values(redis_url: str, agent_id: str) -> str:
 def test_a_source_lists_its_tools_and_never_shows_its_token(client, mcp_server, tool_settings):
     source = add_crm(client, mcp_server.url)
     assert source["name"] == "crm" and source["kind"] == "mcp" and source["url"] == mcp_server.url
-    assert {t["name"] for t in source["tools"]} == {"crm.book_table", "crm.lookup_order", "crm.order_history"}
+    assert {t["name"] for t in source["tools"]} == {"crm.book_table", "crm.lookup_order", "crm.order_history",
+                                                     "crm.order_dump"}
     book = next(t for t in source["tools"] if t["name"] == "crm.book_table")
     assert book["description"] == "Book a table at the restaurant for a party on a day."
     assert set(book["inputSchema"]["properties"]) == {"party_size", "day"}
@@ -59,7 +60,7 @@ def test_an_unreachable_or_refusing_server_is_saved_with_its_error(client, mcp_s
     fixed = client.patch(f"/api/tool-sources/{wrong.json()['id']}", headers=ADMIN,
                          json={"headers": {"Authorization": f"Bearer {TOKEN}"}})
     assert fixed.status_code == 200 and fixed.json()["status"]["last_error"] is None
-    assert len(fixed.json()["tools"]) == 3
+    assert len(fixed.json()["tools"]) == 4
     assert client.delete(f"/api/tool-sources/{gone.json()['id']}", headers=ADMIN).status_code == 204
     assert [s["name"] for s in client.get("/api/tool-sources", headers=ADMIN).json()["tool_sources"]] == ["crm"]
     assert client.get(f"/api/tool-sources/{gone.json()['id']}", headers=ADMIN).status_code == 404

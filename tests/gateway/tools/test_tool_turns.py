@@ -112,3 +112,21 @@ def test_an_agent_api_invoke_calls_the_versions_tools(client, mcp_server, fake_o
     assert [c["arguments"] for c in mcp_server.calls] == [{"party_size": 3, "day": "Sunday"}]
     tool_rounds = [r for r in fake_openai.chat_requests() if r["body"].get("tools")]
     assert [r["body"]["model"] for r in tool_rounds] == ["booking-model", "booking-model"]
+
+
+def test_a_tool_answering_20_mb_is_an_error_the_model_explains(client, mcp_server, fake_openai, tool_settings):
+    add_crm(client, mcp_server.url)
+    _give_tools(client, tool_settings.agent_id, "crm.order_dump")
+    fake_openai.echo_tool_results = True
+    fake_openai.script_tool_calls(("crm__order_dump", {"order": "4411"}))
+
+    started = time.monotonic()
+    answer = _ask(client, "Tell me everything about order 4411")
+
+    assert time.monotonic() - started < tool_settings.tool_timeout_s  # ended by the size cap, not waited out
+    [dump] = _tool_messages(fake_openai.chat_requests()[1])
+    error = json.loads(dump["content"])["error"]
+    assert error.endswith("/mcp is larger than the limit of 4194304 bytes (decoded)"), error
+    assert answer["reply"]["text"] == "From the tools: " + dump["content"]
+    [call] = _trace(client, answer["turn_id"])["tool_calls"]
+    assert call["error"] == error and call["result"] is None
