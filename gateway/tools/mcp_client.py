@@ -19,6 +19,7 @@ import httpx
 from mcp import ClientSession, McpError
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import TextContent
+from pydantic import ValidationError
 
 from gateway.core.errors import GatewayError
 from gateway.core.outbound import OutboundPolicy, shown
@@ -59,6 +60,8 @@ def _describe(exc: BaseException, url: str) -> str:
         return f"{where} refused the request (HTTP {exc.response.status_code}): check the source's headers"
     if isinstance(exc, httpx.HTTPStatusError):
         return f"{where} answered HTTP {exc.response.status_code}: not an MCP server (streamable HTTP) there?"
+    if isinstance(exc, ValidationError | ValueError):
+        return f"{where} answered something that is not MCP's JSON-RPC ({type(exc).__name__})"
     if isinstance(exc, httpx.TimeoutException | TimeoutError):
         return f"{where} did not answer in time"
     return f"{where} did not answer as an MCP server: {type(exc).__name__}: {str(exc)[:200]}"
@@ -75,9 +78,10 @@ def _text(content: list) -> str:
 
 
 class _Watched(httpx.AsyncBaseTransport):
-    """The guarded transport, noting the first error it meets (sending, or reading a body). The SDK passes
-    such an error to its session, which does not fail the waiting request with it: a refused, too large or
-    broken answer would be waited on until the time limit. ``failed`` lets the call end at once, saying why."""
+    """The guarded transport, noting the first error it meets (sending, or reading a body; the session adds
+    answers it could not read). The SDK passes such an error to its session, which does not fail the waiting
+    request with it: a refused, too large, broken or malformed answer would be waited on until the time
+    limit. ``failed`` lets the call end at once, saying why."""
 
     def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
         self.inner = inner
@@ -145,7 +149,11 @@ class McpClient:
         http = httpx.AsyncClient(transport=watch, headers=source.headers, timeout=httpx.Timeout(timeout_s),
                                  follow_redirects=False)
         async with http, streamable_http_client(source.url, http_client=http) as (read, write, _session_id):
-            async with ClientSession(read, write) as session:
+            async def on_message(message) -> None:
+                if isinstance(message, Exception):  # an answer the SDK could not read (not JSON-RPC)
+                    watch.note(message)
+
+            async with ClientSession(read, write, message_handler=on_message) as session:
                 await _first(session.initialize(), watch)
                 yield session, watch
 

@@ -79,3 +79,15 @@ class _WithLifespan:
             await self.inner(scope, receive, send)
         else:
             await self.guarded(scope, receive, send)
+
+
+def malformed_app():
+    """An endpoint that answers every MCP request with truncated JSON (a broken server or proxy)."""
+    from starlette.applications import Starlette
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    async def broken(request: Request) -> Response:
+        return Response('{"jsonrpc": "2.0", "id": 1, "result": {"proto', media_type="application/json")
+
+    return Starlette(routes=[Route("/mcp", broken, methods=["GET", "POST", "DELETE"])])

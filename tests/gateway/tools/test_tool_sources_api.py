@@ -116,3 +116,20 @@ def test_headers_need_the_secret_key(settings, mcp_server):
             "name": "crm", "url": mcp_server.url, "headers": {"Authorization": f"Bearer {TOKEN}"}})
         assert answer.status_code == 422 and "SWITCHBOARD_SECRET_KEY" in answer.json()["message"]
         assert client.get("/api/tool-sources", headers=ADMIN).json()["tool_sources"] == []
+
+
+def test_a_server_answering_malformed_json_rpc_is_saved_with_that_error_at_once(client):
+    import time
+
+    from tests.fakes.live_server import LiveServer
+    from tests.fakes.mcp_server import malformed_app
+
+    with LiveServer(malformed_app()) as broken:
+        started = time.monotonic()
+        answer = client.post("/api/tool-sources", headers=ADMIN, json={"name": "broken", "url": broken.url + "/mcp"})
+        took = time.monotonic() - started
+    assert answer.status_code == 201, answer.text
+    assert answer.json()["tools"] == []
+    assert answer.json()["status"]["last_error"] == (f"{broken.url}/mcp answered something that is not MCP's "
+                                                     "JSON-RPC (ValidationError)")
+    assert took < 5  # not waited on until the listing's time limit (10 s)
