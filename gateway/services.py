@@ -16,6 +16,7 @@ from redis.driver_info import DriverInfo
 from redis.exceptions import ConnectionError as RedisConnectionError
 from rq import Queue
 
+from gateway.agents.agent_tools import AgentTools
 from gateway.agents.api_keys import ApiKeys
 from gateway.agents.caller import CallerReader
 from gateway.agents.channel_agent import AgentInstructions, ChannelAgent
@@ -81,11 +82,15 @@ from gateway.live.conversation_meta import EXTRACT_META_JOB
 from gateway.live.prompt import PromptBuilder
 from gateway.live.template_render import RenderBudget
 from gateway.live.timers import TIMER_TICK_JOB, Timer, periodic_timer
+from gateway.tools.mcp_client import McpClient
+from gateway.tools.service import ToolSources
+from gateway.tools.store import ToolSourceStore
 from gateway.turn.llm import LLMClient
 from gateway.turn.pipeline import TurnPipeline
 from gateway.turn.ports import Capabilities, RagMode, TranscriptSink
 from gateway.turn.responders import LLMResponder, OfflineResponder, Responder
 from gateway.turn.runner import TurnRunner
+from gateway.turn.tools import ToolJournal, ToolLoop
 
 log = logging.getLogger(__name__)
 
@@ -179,6 +184,7 @@ class Services:
     connections: Connections | None = None  # conn (issue 28): channel connections added at run time
     insight: Insight | None = None  # issue 41: feedback, outcomes, cost
     visitors: list[VisitorCheck] = field(default_factory=list)  # channels' visitors who may rate replies
+    tool_sources: ToolSources | None = None  # tools (issue 40): MCP servers the agents' tools come from
     on_start: list[Hook] = field(default_factory=list)
     on_stop: list[Hook] = field(default_factory=list)
 
@@ -226,7 +232,11 @@ class Services:
                               cache=cache, metrics=metrics)
         rag_modes: dict[str, RagMode] = {}  # filled by the channels as they are installed
         tool_support = ToolSupport(settings.llm_supports_tools and llm is not None)
-        agents = AgentStore(store)
+        keys = secret_keys(settings, create=True)  # embedded mode: generated into the data dir once
+        box = CredentialBox(keys.raw, keys.generated_file)
+        tool_policy = OutboundPolicy.parse(settings.outbound_allow_hosts, resolver)
+        tool_sources = ToolSources(ToolSourceStore(store, box), McpClient(tool_policy), tool_policy)
+        agents = AgentStore(store, unknown_tools=tool_sources.unknown)
         channel_agent = ChannelAgent(agents, settings.agent_id, citations=policy_of(settings))
         rag = PrepareRagContext(settings, knowledge, persona_attributes, memory, queues["rag"], rag_modes,
                                 tool_support, channel_agent.choice)
@@ -250,9 +260,11 @@ class Services:
         handoffs = Handoffs(store)
         pipeline = TurnPipeline(
             settings, store, sessions, memory, lock, prompts, responder, events, metrics,
-            preparers=[rag, citing, AgentInstructions(channel_agent)],  # conn (issue 28): a connection's agent
+            preparers=[rag, citing, AgentInstructions(channel_agent),  # conn (issue 28): a connection's agent
+                       AgentTools(channel_agent, tool_sources)],  # tools (issue 40): the agent's tools
             handoffs=handoffs,
         )
+        pipeline.tool_loop = ToolLoop(settings, llm, ToolJournal(store))
         pipeline.closing_writes.append(live.closing_writes)
         insight = Insight.build(settings, store, metrics)
         pipeline.turn_writes.append(insight.outcomes.turn_into)
@@ -311,12 +323,12 @@ class Services:
         services.api_keys = ApiKeys(store, settings.api_key_rate_limit_per_min, services.rate_limits.api_keys)
         services.callers = CallerReader(services.api_keys, agents)
         services.invoker = AgentInvoker(settings, store, pipeline, knowledge, llm, tool_support)
+        services.invoker.tools = tool_sources
         pipeline.capabilities[API_CHANNEL] = API_CAPABILITIES
         services.direct_sinks[API_CHANNEL] = lambda conversation: TranscriptSink(API_CHANNEL)
         services.on_start.append(services._channel_agent)
-        keys = secret_keys(settings, create=True)  # embedded mode: generated into the data dir once
-        services.connections = Connections(settings, ConnectionStore(store, CredentialBox(
-            keys.raw, keys.generated_file)), agents, {})
+        services.connections = Connections(settings, ConnectionStore(store, box), agents, {})
+        services.tool_sources = tool_sources
         services.on_start.append(services._rotate_connection_keys)
         services.on_stop.append(services.live_feed.stop)
         if consume_inbox if consume_inbox is not None else settings.inbox_consumer:
@@ -366,7 +378,8 @@ class Services:
             log.warning("could not check the channels' agent: %s", exc)
 
     async def _rotate_connection_keys(self) -> None:
-        """Connections' credentials sealed under an older ``SWITCHBOARD_SECRET_KEY`` are re-sealed under the newest."""
+        """Connections' credentials (and tool sources' headers) sealed under an older ``SWITCHBOARD_SECRET_KEY``
+        are re-sealed under the newest."""
         if self.connections is None or not self.connections.store.box.ready:
             return
         try:
@@ -381,6 +394,14 @@ class Services:
             log.error("connections: %s could not be re-encrypted: %s", record.connection_id, record.reason)
         if not report.older_keys_removable:
             log.error("connections: %s `switchboard connections check-keys` lists them.", report.summary())
+        if self.tool_sources is not None:
+            try:
+                changed = await self.tool_sources.store.rotate_keys()
+            except Exception as exc:  # a source no key opens: reported, the rest of the start goes on
+                log.warning("tool sources: could not re-encrypt under the newest key: %s: %s", type(exc).__name__, exc)
+                return
+            if changed:
+                log.info("tool sources: re-encrypted %d source(s)' headers under the newest secret key", changed)
 
     async def _first_admin(self) -> None:
         """``SWITCHBOARD_ADMIN_PASSWORD`` makes the first console admin when there is no account yet."""

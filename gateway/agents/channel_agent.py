@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 
-from gateway.agents.definitions import AgentConfig
+from gateway.agents.definitions import AgentConfig, ToolChoice
 from gateway.agents.store import LATEST, AgentStore
 from gateway.core.errors import GatewayError
 from gateway.knowledge.rag_preparation import RetrievalChoice
@@ -65,6 +65,10 @@ class ChannelAgent:
         if config is None or config.citations is None:
             return None
         return config.citations.over(self.default_citations)
+
+    async def tools(self, agent: str | None = None) -> list[ToolChoice]:
+        config = await self._config(agent)
+        return list(config.tools) if config is not None else []
 
     async def instructions(self, agent: str | None) -> str | None:
         """The agent's own system prompt as the prompt template's instructions (``AgentConfig.own_instructions``),

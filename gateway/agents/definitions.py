@@ -25,7 +25,7 @@ DEFAULT_SYSTEM_PROMPT = (
 PLACEHOLDERS = ("{context_str}", "{query_str}")
 
 __all__ = ["DEFAULT_SYSTEM_PROMPT", "PLACEHOLDERS", "AgentConfig", "AgentCreate", "AgentDefinition", "AgentVersion",
-           "CitationsConfig", "InferenceConfig"]
+           "CitationsConfig", "InferenceConfig", "ToolChoice"]
 
 
 class _Camel(BaseModel):
@@ -47,6 +47,13 @@ class CitationsConfig(_Camel):
     def over(self, default: CitationPolicy) -> CitationPolicy:
         return CitationPolicy(format=self.format or default.format,
                               verify=default.verify if self.verify is None else self.verify)
+
+
+class ToolChoice(_Camel):
+    """A tool the agent may call (issue 40): ``crm.book_table``, or ``crm.*`` for every tool of a source."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,39}\.\S{1,200}$")
+    confirm: bool = False  # proposed to the customer first, called on their yes in the next turn
 
 
 class AgentConfig(_Camel):
@@ -78,6 +85,16 @@ class AgentConfig(_Camel):
             raise ValueError(f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None
         return {k: v for k, v in value.items() if v is not None}
     citations: CitationsConfig | None = None  # None: the settings decide
+    tools: list[ToolChoice] = Field(default_factory=list, max_length=128)  # GET /api/tool-sources lists them
+
+    @field_validator("tools")
+    @classmethod
+    def _tools_once(cls, value: list[ToolChoice]) -> list[ToolChoice]:
+        names = [t.name for t in value]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"{', '.join(twice)} named more than once")
+        return value
 
     @field_validator("guardrails")
     @classmethod

@@ -28,6 +28,7 @@ from gateway.core.models import DeliveryStatus, InboundMessage, Message, Role, S
 from gateway.core.settings import Settings
 from gateway.knowledge.citing import document_urls
 from gateway.knowledge.kb_tool import ToolSupport
+from gateway.tools.service import ToolSources
 from gateway.turn.llm import LLMClient
 from gateway.turn.pipeline import Turn, TurnOutcome, TurnPipeline
 from gateway.turn.ports import Capabilities, DeliveryReport
@@ -132,6 +133,7 @@ class AgentInvoker:
         self.llm = llm
         self.tool_support = tool_support
         self._urls = document_urls(lambda: knowledge.bases.documents)
+        self.tools: ToolSources | None = None  # the agents' tools (issue 40), set by the services
 
     def _checked(self, messages: list[dict], guard: Guardrails) -> list[dict]:
         if not messages or messages[-1].get("role") != "user":
@@ -162,6 +164,9 @@ class AgentInvoker:
         if turn.started and len(messages) > 1:  # a new conversation: the caller's earlier messages are its start
             await self._seed(turn, messages[:-1])
         plan.memory_since = turn.conversation.started_at  # memory is this conversation's
+        if self.tools is not None and config.tools:  # the version's tools, with its model (gateway.turn.tools)
+            turn.tools = await self.tools.for_turn([t.name for t in config.tools], plan.responder.options(),
+                                                   frozenset(t.name for t in config.tools if t.confirm))
         try:
             outcome = await self.pipeline.run(turn, AnswerSink(on_delta))
         except BaseException:

@@ -9,6 +9,7 @@ changes, so a caller pinned to a version id keeps its behaviour when ``latest`` 
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pydantic import ValidationError
@@ -20,7 +21,7 @@ from gateway.conversation.store import RedisStore
 from gateway.core.errors import Conflict, InvalidInput, NotFound
 from gateway.core.models import new_id, utcnow
 
-__all__ = ["LATEST", "AgentStore"]
+__all__ = ["LATEST", "AgentStore", "UnknownTool"]
 
 LATEST = "latest"
 
@@ -56,10 +57,32 @@ def _changed(current: AgentDefinition, changes: dict[str, Any]) -> AgentDefiniti
         raise _invalid(exc) from exc
 
 
+class UnknownTool(InvalidInput):
+    """``config.tools`` names a tool no tool source lists: a 422 on every path (the agent API answers
+    its other refused definitions with 400, as the seed's API does)."""
+
+
+# Which of these tool names no tool source lists (``gateway.tools.service.ToolSources.unknown``).
+UnknownTools = Callable[[list[str]], Awaitable[list[str]]]
+
+
 class AgentStore:
-    def __init__(self, store: RedisStore) -> None:
+    def __init__(self, store: RedisStore, unknown_tools: UnknownTools | None = None) -> None:
         self.store = store
         self.redis = store.redis
+        self.unknown_tools = unknown_tools
+
+    async def _check_tools(self, definition: AgentDefinition, current: AgentDefinition | None = None) -> None:
+        """A tool the definition names newly must be listed by a tool source (one named before stays,
+        so a source that is gone does not block unrelated edits)."""
+        before = {t.name for t in current.config.tools} if current is not None else set()
+        new = [t.name for t in definition.config.tools if t.name not in before]
+        if not new or self.unknown_tools is None:
+            return
+        unknown = await self.unknown_tools(new)
+        if unknown:
+            raise UnknownTool(f"config.tools: unknown tool {', '.join(unknown)}; GET /api/tool-sources lists the "
+                               "tools of each source (name them <source>.<tool>, or <source>.* for all)")
 
     def _key(self, *parts: str) -> str:
         return self.store.key(*parts)
@@ -98,6 +121,7 @@ class AgentStore:
             definition = AgentDefinition(id=agent_id or new_id(), **spec.model_dump())
         except ValidationError as exc:
             raise _invalid(exc) from exc
+        await self._check_tools(definition)
         key = self._key("agent", definition.id)
         async with self.redis.pipeline(transaction=True) as pipe:
             await pipe.watch(key)
@@ -122,6 +146,7 @@ class AgentStore:
             definition = _changed(current, changes)
             if _same(definition, current):
                 return await self.resolve(agent_id, current.latest_version_id)
+            await self._check_tools(definition, current)
             renamed = definition.name != current.name
             if renamed:
                 await self._claim_name(definition)

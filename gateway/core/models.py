@@ -196,7 +196,7 @@ class RetrievalTrace(BaseModel):
 
 
 class ToolCallTrace(BaseModel):
-    """One tool call the model made in a turn (agentic retrieval), as the console shows it."""
+    """One tool call the model made in a turn (agentic retrieval, an agent's tools), as the console shows it."""
 
     name: str
     arguments: dict = Field(default_factory=dict)
@@ -206,6 +206,8 @@ class ToolCallTrace(BaseModel):
     sources: list[str] = Field(default_factory=list)  # the topics it returned, best first
     ms: float = 0.0
     error: Text | None = None
+    result: Text | None = None  # an agent tool's answer (issue 40), cut to SWITCHBOARD_TOOL_RESULT_MAX_CHARS
+    reused: bool = False  # the answer a run of this turn stored before: the tool was not called again
 
 
 class CitationTrace(BaseModel):

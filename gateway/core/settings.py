@@ -467,6 +467,16 @@ class Settings(BaseSettings):
     llm_supports_tools: bool = Field(
         True, description="False: the model cannot call tools, so agentic retrieval stays inline."
     )
+    # tools (issue 40): what an agent's tools may cost a turn
+    tool_max_rounds: int = Field(default=4, ge=1, le=20, description=(
+        "Model rounds one turn may take with the agent's tools (MCP servers); the last one must answer."))
+    tool_timeout_s: float = Field(default=10.0, gt=0, description=(
+        "How long one tool call may take; it also ends a quarter of the turn deadline before the turn's end, "
+        "so the model can still answer. A call past it reaches the model as an error result."))
+    tool_result_max_chars: int = Field(default=8000, ge=100, description=(
+        "A tool's answer longer than this is cut (with a note saying so) before the model reads it."))
+    tool_confirm_ttl_s: int = Field(default=600, ge=1, description=(
+        "How long an action a `confirm: true` tool proposed waits for the customer's yes in the next turn."))
     api_key_rate_limit_per_min: int = Field(
         default=60, ge=1, description="The agent API's default calls per minute per key."
     )

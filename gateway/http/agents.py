@@ -28,6 +28,7 @@ from gateway.agents.guardrails import CATALOG
 from gateway.agents.invocation import OVERRIDES, Invocation, configured
 from gateway.agents.invoker import InvokeResult
 from gateway.agents.scope import api_session
+from gateway.agents.store import UnknownTool
 from gateway.core.errors import BadRequest, InvalidInput
 from gateway.http.agent_auth import authorize_caller
 from gateway.http.auth import bearer_token, require_admin, services_of
@@ -48,6 +49,8 @@ def _agent_json(version: AgentVersion) -> dict:
 async def _as_400(coro):
     try:
         return await coro
+    except UnknownTool:
+        raise
     except InvalidInput as exc:
         raise BadRequest(exc.message) from None
 

@@ -15,6 +15,7 @@ from gateway.http import agents as agent_api
 from gateway.http import api_keys as api_keys_api
 from gateway.http import connections as connections_api
 from gateway.http import openai_compat
+from gateway.http import tool_sources as tool_sources_api
 from gateway.http.body_limit import BodyLimit
 from gateway.http.conversations import router as conversations_router
 from gateway.http.disconnect import CancelOnDisconnect
@@ -29,6 +30,7 @@ from gateway.http.knowledge import IMPORT_PATH
 from gateway.http.knowledge import router as knowledge_router
 from gateway.http.knowledge_bases import router as knowledge_bases_router
 from gateway.http.live_routes import include_live_routes
+from gateway.http.mcp_server import McpEndpoint
 from gateway.http.openapi import install_openapi
 from gateway.http.plugins import install_plugins
 from gateway.http.responses import ADMIN, CALLER
@@ -42,6 +44,7 @@ GC_THRESHOLDS = (20_000, 20, 20)  # CPython's are (700, 10, 10); measured with b
 def create_app(settings: Settings | None = None, *, services: Services | None = None) -> FastAPI:
     settings = settings or Settings.load()
     services = services or Services.build(settings)
+    mcp = McpEndpoint()  # tools (issue 40): the agent served over MCP at /mcp
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -57,7 +60,8 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         gc.set_threshold(*GC_THRESHOLDS)
         log.info("switchboard agent %r ready", settings.agent_id)
         try:
-            yield
+            async with mcp.running():
+                yield
         finally:
             services.unregister_jobs()
             await services.aclose()
@@ -83,11 +87,12 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     app.include_router(health_router)
     for admin_router in (knowledge_router, knowledge_bases_router, documents_router, kb_jobs_router,
                          conversations_router, agent_api.admin, api_keys_api.router, connections_api.router,
-                         insights_router):
+                         insights_router, tool_sources_api.router):
         app.include_router(admin_router, responses=ADMIN)
     app.include_router(feedback_router)  # a visitor's session or the admin token (gateway.http.feedback)
     app.include_router(agent_api.callers, responses=CALLER)
     app.include_router(openai_compat.router, responses=CALLER)
+    app.router.routes.append(mcp.route())
     include_live_routes(app)
     install_plugins(app, services)
     install_openapi(app)

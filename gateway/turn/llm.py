@@ -227,12 +227,12 @@ class LLMClient:
             raise LLMError("language model stream ended without any text")
 
     async def tool_step(self, messages: list[dict], tools: list[dict], on_delta=None, *,
-                        final: bool = False) -> ToolStep:
+                        final: bool = False, options: CallOptions | None = None) -> ToolStep:
         """One chat completion offered ``tools``; streamed when ``on_delta`` is given (text deltas go
         out as they come, tool-call fragments are assembled). ``final``: the tools stay described but
         may not be called (the answer must come now)."""
         body = {"model": self.model, "messages": messages, "tools": tools, "tool_choice": "none" if final else "auto",
-                "temperature": self.settings.llm_temperature}
+                "temperature": self.settings.llm_temperature, **(options.body() if options else {})}
         usage = TokenUsage()
         try:
             if on_delta is None:

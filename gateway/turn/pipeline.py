@@ -61,6 +61,7 @@ from gateway.turn.ports import (
 )
 from gateway.turn.reply_intent import Fence, Gate, HandedOff, PlannedReply, ReplyIntents, SendIntent
 from gateway.turn.responders import KnowledgeHit, Reply, ReplyRequest, Responder
+from gateway.turn.tools import ToolLoop, TurnTools
 
 log = logging.getLogger(__name__)
 
@@ -111,11 +112,12 @@ class Turn:
     # A reply its channel decided without the model (a relay caller asking for a person when no one can take
     # the call): stored and delivered like any reply; None: the model answers.
     answer: str | None = None
+    tools: TurnTools | None = None  # the agent's tools (issue 40), set by a context preparer
 
     # What ``run`` works out again from the store when it starts; everything else is saved.
     RECOMPUTED = frozenset({"memory", "recent", "rag", "hits", "agentic", "kbs", "citations", "sources",
                             "prompt_variables", "plan", "fetched", "conversation_meta", "prompt_read",
-                            "closing", "answer"})
+                            "closing", "answer", "tools"})
 
     def snapshot(self) -> str:
         """The accepted turn as JSON, to run it in another process (after a crash)."""
@@ -247,6 +249,7 @@ class TurnPipeline:
         self.closing_writes: list[Callable[[Pipeline, str], None]] = []
         # ... and what counts a finished turn (insight, issue 41: tokens, cost, outcomes), given the turn.
         self.turn_writes: list[Callable[[Pipeline, Turn], None]] = []
+        self.tool_loop: ToolLoop | None = None  # the agent's tools (gateway.turn.tools), set by the services
 
     async def accept(self, inbound: InboundMessage, *, rag_mode: RagMode = "inline",
                      delivery_id: str | None = None, plan: TurnPlan | None = None,
@@ -446,7 +449,7 @@ class TurnPipeline:
         trace.model = reply.model
         trace.responder = reply.responder
         trace.usage = reply.usage
-        trace.tool_calls = reply.tool_calls
+        trace.tool_calls = reply.tool_calls or trace.tool_calls  # a fallback reply keeps the calls it made
         trace.delivery_error = delivery.error
         trace.delivery_retryable = not delivery.delivered and delivery.retryable
         trace.total_ms = round((time.perf_counter() - t0) * 1000, 3)
@@ -669,6 +672,8 @@ class TurnPipeline:
             kbs=turn.kbs or None,
         )
         responder = plan.responder if plan is not None else self.responder
+        if self.tool_loop is not None:
+            responder = self.tool_loop.around(responder, turn.tools, turn.trace, deadline)
         try:
             async with asyncio.timeout_at(deadline):
                 interrupted = getattr(sink, "interrupted", None)

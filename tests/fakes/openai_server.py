@@ -42,6 +42,13 @@ class FakeOpenAI:
     default_reply: str | None = None  # what an unscripted request gets instead of the echo (benches)
     paced_whole: bool = False  # a non-streamed answer waits as long as streaming it would take (benches)
     structured_reply: str | None = None  # what an unscripted schema-constrained request gets (benches)
+    # An unscripted request whose last message is a tool result answers with that result (so a test sees the
+    # tool's answer reach the reply without scripting it).
+    echo_tool_results: bool = False
+    # A model that always does the same: an unscripted request offered tools whose last message is the user's
+    # asks for this call; ``tool_result_delay_s`` holds the answer to a tool result that long.
+    auto_tool_call: tuple[str, dict] | None = None
+    tool_result_delay_s: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def script_reply(self, text: str, delay_s: float = 0.0) -> None:
@@ -73,6 +80,12 @@ class FakeOpenAI:
     def chat_requests(self) -> list[dict]:
         return [r for r in self.requests if r["path"].endswith("/chat/completions")]
 
+    def _unscripted(self, body: dict) -> Scripted:
+        last = body["messages"][-1]["role"] if body.get("messages") else None
+        if self.auto_tool_call is not None and body.get("tools") and last == "user":
+            return Scripted(text="", tool_calls=[self.auto_tool_call])
+        return Scripted(delay_s=self.tool_result_delay_s if last == "tool" else 0.0)
+
     def _next(self) -> Scripted | None:
         with self._lock:
             return self.script.popleft() if self.script else None
@@ -88,7 +101,7 @@ class FakeOpenAI:
             if fake.reject_tools and body.get("tools"):
                 return JSONResponse({"error": {"message": "tools are not supported by this model",
                                                "type": "invalid_request_error", "param": "tools"}}, status_code=400)
-            step = fake._next() or Scripted()
+            step = fake._next() or fake._unscripted(body)
             delay = step.delay_s or fake.default_delay_s
             if delay:
                 await asyncio.sleep(delay)
@@ -104,6 +117,13 @@ class FakeOpenAI:
                 text = fake.structured_reply
             if text is None and fake.default_reply is not None:
                 text = fake.default_reply
+            if text is None and fake.echo_tool_results and body["messages"][-1]["role"] == "tool":
+                results = []
+                for m in reversed(body["messages"]):
+                    if m["role"] != "tool":
+                        break
+                    results.insert(0, m["content"])
+                text = "From the tools: " + " | ".join(results)
             if text is None:
                 users = [m["content"] for m in body["messages"] if m["role"] == "user"]
                 text = f"echo: {users[-1] if users else ''}"

@@ -1,0 +1,69 @@
+"""What a tool source is: a named MCP server the gateway connects to, its headers, status and tools."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gateway.core.models import new_id, utcnow
+
+__all__ = ["KINDS", "NAME_PATTERN", "Kind", "SourceStatus", "ToolInfo", "ToolSource", "mask"]
+
+Kind = Literal["mcp"]
+KINDS: tuple[str, ...] = get_args(Kind)
+# A source's name is the first part of its tools' names (``crm`` → ``crm.book_table``): no dots in it.
+NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,39}$"
+
+
+def mask(value: str) -> str:
+    """``••••1234``: enough to tell two tokens apart, never enough to use one."""
+    return "••••" + value[-4:] if len(value) > 8 else "••••"
+
+
+class ToolInfo(BaseModel):
+    """One tool as the server listed it, named ``<source>.<tool>``."""
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True)
+
+    name: str
+    description: str = ""
+    input_schema: dict = Field(default_factory=lambda: {"type": "object"}, alias="inputSchema")
+
+
+class SourceStatus(BaseModel):
+    connected_at: datetime | None = None  # the last listing the server answered
+    last_error: str | None = None
+    last_error_at: datetime | None = None
+
+
+class ToolSource(BaseModel):
+    """A source with its headers in plain text: only in memory, never stored or answered so."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str = Field(default_factory=lambda: new_id()[:12])
+    kind: Kind = "mcp"
+    name: str = Field(pattern=NAME_PATTERN)
+    url: str
+    headers: dict[str, str] = Field(default_factory=dict, repr=False)
+    status: SourceStatus = Field(default_factory=SourceStatus)
+    tools: list[ToolInfo] = Field(default_factory=list)
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+    def redact(self, text: str) -> str:
+        """``text`` with every header value of this source masked (a server's error may echo one)."""
+        for value in self.headers.values():
+            for secret in {value, value.rpartition(" ")[2]}:  # "Bearer abc…": the token alone too
+                if len(secret) >= 6:
+                    text = text.replace(secret, mask(secret))
+        return text
+
+    def public(self) -> dict:
+        """The answer shape: every header value masked (they carry credentials), the tools as listed."""
+        body = self.model_dump(mode="json", exclude={"headers", "tools"})
+        body["headers"] = {name: mask(value) for name, value in self.headers.items()}
+        body["tools"] = [t.model_dump(mode="json", by_alias=True) for t in self.tools]
+        return body

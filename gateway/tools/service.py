@@ -1,0 +1,189 @@
+"""Adding, changing, refreshing and removing tool sources; the tools an agent's ``config.tools`` names.
+
+Refused input (an unknown kind, a bad name or URL, a URL the outbound guard refuses, headers with no
+``SWITCHBOARD_SECRET_KEY`` to seal them) stores nothing. A server that cannot be reached, or does not
+speak MCP, does not lose the operator's work: the source is stored with the error in its status and
+no tools, to be refreshed later.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gateway.core.errors import Conflict, InvalidInput
+from gateway.core.models import utcnow
+from gateway.core.outbound import OutboundPolicy
+from gateway.tools.mcp_client import McpClient, ToolServerError
+from gateway.tools.model import KINDS, NAME_PATTERN, SourceStatus, ToolInfo, ToolSource
+from gateway.tools.store import ToolSourceStore
+from gateway.turn.llm import CallOptions
+from gateway.turn.tools import ToolOutcome, ToolSpec, TurnTools
+
+__all__ = ["MAX_TOOLS", "SourceCaller", "SourceCreate", "SourcePatch", "ToolSources"]
+
+log = logging.getLogger(__name__)
+MAX_TOOLS = 128  # OpenAI takes 128 tools per request; a server listing more keeps its first 128, and says so
+
+
+class SourceCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str = "mcp"
+    name: str = Field(pattern=NAME_PATTERN)
+    url: str = Field(min_length=8, max_length=2000)
+    headers: dict[str, str] = Field(default_factory=dict)
+
+
+class SourcePatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(default=None, pattern=NAME_PATTERN)
+    url: str | None = Field(default=None, min_length=8, max_length=2000)
+    headers: dict[str, str] | None = None  # replaces the stored headers (an empty object removes them)
+
+
+def _invalid(exc: ValidationError) -> InvalidInput:
+    first = exc.errors()[0]
+    where = ".".join(map(str, first["loc"])) or "body"
+    if first["type"] == "string_pattern_mismatch" and where == "name":
+        return InvalidInput("name: lower-case letters, digits, '_' and '-' (up to 40), no dots: the name "
+                            "is the first part of its tools' names (crm → crm.book_table)")
+    return InvalidInput(f"{where}: {first['msg']}")
+
+
+class ToolSources:
+    def __init__(self, store: ToolSourceStore, client: McpClient, policy: OutboundPolicy) -> None:
+        self.store = store
+        self.client = client
+        self.policy = policy
+
+    async def list(self) -> list[ToolSource]:
+        return await self.store.list()
+
+    async def get(self, source_id: str) -> ToolSource:
+        return await self.store.get(source_id)
+
+    async def create(self, data: Any) -> ToolSource:
+        try:
+            spec = SourceCreate.model_validate(data)
+        except ValidationError as exc:
+            raise _invalid(exc) from None
+        if spec.kind not in KINDS:
+            raise InvalidInput(f"kind: unknown kind {spec.kind!r}; one of {', '.join(KINDS)}")
+        await self._check(spec.name, spec.url, spec.headers, None)
+        return await self._listed(ToolSource(name=spec.name, url=spec.url, headers=spec.headers))
+
+    async def update(self, source_id: str, data: Any) -> ToolSource:
+        try:
+            patch = SourcePatch.model_validate(data)
+        except ValidationError as exc:
+            raise _invalid(exc) from None
+        current = await self.store.get(source_id)
+        changes = {k: v for k, v in patch.model_dump(exclude_unset=True).items() if v is not None}
+        updated = current.model_copy(update=changes)
+        await self._check(updated.name, updated.url, updated.headers, current.id)
+        if updated.url != current.url or updated.headers != current.headers:
+            return await self._listed(updated)
+        return await self.store.save(updated)
+
+    async def refresh(self, source_id: str) -> ToolSource:
+        return await self._listed(await self.store.get(source_id))
+
+    async def delete(self, source_id: str) -> None:
+        await self.store.get(source_id)
+        await self.store.delete(source_id)
+
+    async def _check(self, name: str, url: str, headers: dict[str, str], own_id: str | None) -> None:
+        await self.policy.check(url)  # OutboundRefused (422) before anything is stored or asked
+        for header in headers:
+            if not header.strip() or any(c in header for c in ":\r\n "):
+                raise InvalidInput(f"headers: {header!r} is not a header name")
+        if headers:
+            try:
+                self.store.box.seal({})  # no key: refused before the server is asked anything
+            except InvalidInput:
+                raise InvalidInput("headers: set SWITCHBOARD_SECRET_KEY before adding a tool source with headers "
+                                   "(they are stored encrypted, with the connections' key)") from None
+        if any(s.name == name and s.id != own_id for s in await self.store.list()):
+            raise Conflict(f"a tool source named {name!r} exists already; its tools are {name}.*")
+
+    async def _listed(self, source: ToolSource) -> ToolSource:
+        """Ask the server for its tools (``initialize`` + ``tools/list``), then store the source with
+        what it answered: its tools, or the error in its status."""
+        try:
+            tools = await self.client.list_tools(source)
+        except ToolServerError as exc:
+            error = source.redact(str(exc))
+            log.warning("tool source %s (%s): %s", source.name, source.id, error)
+            status = SourceStatus(connected_at=source.status.connected_at, last_error=error[:500],
+                                  last_error_at=utcnow())
+            return await self.store.save(source.model_copy(update={"status": status, "tools": []}))
+        status = SourceStatus(connected_at=utcnow())
+        if len(tools) > MAX_TOOLS:
+            status.last_error = f"the server lists {len(tools)} tools; only the first {MAX_TOOLS} are offered"
+            status.last_error_at = status.connected_at
+            tools = tools[:MAX_TOOLS]
+        return await self.store.save(source.model_copy(update={"status": status, "tools": tools}))
+
+    # -- the tools agents name -------------------------------------------------------------------
+    async def unknown(self, names: list[str]) -> list[str]:
+        """Which of these tool names (``crm.book_table``, ``crm.*``) no source lists."""
+        if not names:
+            return []
+        sources = {s.name: s for s in await self.store.list()}
+        missing = []
+        for name in names:
+            source_name, _, tool = name.partition(".")
+            source = sources.get(source_name)
+            if source is None or not tool or (tool != "*" and all(t.name != name for t in source.tools)):
+                missing.append(name)
+        return missing
+
+    async def for_turn(self, names: list[str], options: CallOptions | None = None,
+                       confirm: frozenset[str] = frozenset()) -> TurnTools | None:
+        """The tools these names (``crm.book_table``, ``crm.*``) take, ready for a turn; None for none.
+        A tool named in ``confirm`` (itself or by its source's ``*``) waits for the customer's yes."""
+        if not names:
+            return None
+        sources = {s.name: s for s in await self.store.list()}
+        chosen: dict[str, ToolInfo] = {}
+        for name in names:
+            source_name, _, tool = name.partition(".")
+            source = sources.get(source_name)
+            for info in source.tools if source is not None else ():
+                if tool == "*" or info.name == name:
+                    chosen[info.name] = info
+        if not chosen:
+            return None
+        used = {n.partition(".")[0]: sources[n.partition(".")[0]] for n in chosen}
+        specs = [ToolSpec(name=t.name, description=t.description, parameters=t.input_schema,
+                          confirm=t.name in confirm or f"{t.name.partition('.')[0]}.*" in confirm)
+                 for t in chosen.values()]
+        return TurnTools(specs=specs, caller=SourceCaller(self.client, used), options=options,
+                         redact=_redactor(list(used.values())))
+
+
+class SourceCaller:
+    """Calls a turn's tools on their sources' servers (``gateway.turn.tools.ToolCaller``)."""
+
+    def __init__(self, client: McpClient, sources: dict[str, ToolSource]) -> None:
+        self.client = client
+        self.sources = sources
+
+    async def call(self, name: str, arguments: dict, idempotency_key: str) -> ToolOutcome:
+        source = self.sources[name.partition(".")[0]]
+        try:
+            return await self.client.call(source, name.partition(".")[2], arguments, idempotency_key)
+        except ToolServerError as exc:
+            return ToolOutcome(text="", error=source.redact(str(exc)))
+
+
+def _redactor(sources: list[ToolSource]):
+    def redact(text: str) -> str:
+        for source in sources:
+            text = source.redact(text)
+        return text
+    return redact

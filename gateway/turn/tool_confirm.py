@@ -1,0 +1,58 @@
+"""Actions that wait for the customer's yes: a ``confirm: true`` tool the model asked for is proposed,
+not called; the next turn of the conversation calls it once on a yes and drops it on anything else.
+
+``pendingtool:<conversation id>`` holds the one proposed action (a newer proposal replaces it) for
+``SWITCHBOARD_TOOL_CONFIRM_TTL_S``; the turn that answers takes it with ``GETDEL``, so two turns can
+never both call it. Its idempotency key is the proposing turn's (turn id + call index).
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel
+
+from gateway.conversation.store import RedisStore
+
+__all__ = ["PendingAction", "PendingActions", "is_yes", "proposal"]
+
+_YES = frozenset({"yes", "y", "yeah", "yep", "yup", "ok", "okay", "sure", "confirm", "confirmed", "correct",
+                  "go ahead", "please do", "do it", "yes please", "ja", "oui", "si", "sí"})
+_FIRST_YES = frozenset({"yes", "yeah", "yep", "ok", "okay", "sure", "confirm", "confirmed"})
+_WORDS = re.compile(r"[^\w\s]+")
+
+
+class PendingAction(BaseModel):
+    tool: str  # ``crm.book_table``
+    arguments: dict
+    key: str  # the idempotency key: the proposing turn's id and the call's index
+    turn_id: str
+
+
+def is_yes(text: str) -> bool:
+    words = " ".join(_WORDS.sub(" ", text.lower()).split())
+    return words in _YES or (words.split(" ", 1)[0] in _FIRST_YES and len(words.split()) <= 4)
+
+
+def proposal(description: str, tool: str, arguments: dict) -> str:
+    """The proposed action in plain words, and how to answer."""
+    what = description.strip().rstrip(".") or tool
+    details = ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in arguments.items())
+    return (f"Before I do this, please confirm: {what}{f' ({details})' if details else ''}. "
+            "Reply yes to go ahead, or no to cancel.")
+
+
+class PendingActions:
+    def __init__(self, store: RedisStore, ttl_s: int) -> None:
+        self.store = store
+        self.ttl_s = ttl_s
+
+    def _key(self, conversation_id: str) -> str:
+        return self.store.key("pendingtool", conversation_id)
+
+    async def propose(self, conversation_id: str, action: PendingAction) -> None:
+        await self.store.redis.set(self._key(conversation_id), action.model_dump_json(), ex=self.ttl_s)
+
+    async def take(self, conversation_id: str) -> PendingAction | None:
+        raw = await self.store.redis.getdel(self._key(conversation_id))
+        return None if raw is None else PendingAction.model_validate_json(raw)

@@ -1,0 +1,294 @@
+"""The tool loop: the model calls the agent's tools round by round, each call exactly once per turn.
+
+The model is offered the turn's tools as OpenAI function tools (``crm.book_table`` travels as
+``crm__book_table``); the calls of one round run concurrently, each bounded by
+``SWITCHBOARD_TOOL_TIMEOUT_S`` and by the turn's deadline (a call ends a quarter of the turn deadline
+before the turn does, so the model can still answer); an answer over
+``SWITCHBOARD_TOOL_RESULT_MAX_CHARS`` is cut with a note; an error or a timeout reaches the model as
+an error result. After ``SWITCHBOARD_TOOL_MAX_ROUNDS`` model rounds the model must answer.
+
+Exactly once: a round's calls are stored (``ToolJournal``, keyed by turn id) before they run and each
+call's result as soon as it is known, before the next model round. A run of the same turn (resumed
+after a crash, or re-run for a retried delivery) replays the stored rounds and results instead of
+asking the model and calling the tools again; a call whose result was not stored yet is made again
+with the same idempotency key (turn id + call index), so the server can tell it is the same call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from pydantic import BaseModel
+
+from gateway.conversation.store import RedisStore
+from gateway.core.errors import LLMError
+from gateway.core.models import TokenUsage, ToolCallTrace, TurnTrace
+from gateway.core.settings import Settings
+from gateway.turn.llm import CallOptions, LLMClient, ToolCall, ToolStep
+from gateway.turn.responders import Reply, ReplyRequest, Responder
+from gateway.turn.tool_confirm import PendingAction, PendingActions, is_yes, proposal
+
+__all__ = ["JOURNAL_TTL_S", "ToolCaller", "ToolJournal", "ToolLoop", "ToolOutcome", "ToolSpec", "TurnTools",
+           "cut", "wire_names"]
+
+JOURNAL_TTL_S = 24 * 3600  # as long as an accepted turn is kept for resuming (reply intents)
+_WIRE_FORBIDDEN = re.compile(r"[^a-zA-Z0-9_-]")
+_SECRET_ARGUMENT = re.compile(r"pass(word)?|secret|token|api[_-]?key|authori[sz]ation|credential", re.I)
+_TRACE_RESULT_CHARS = 2000  # what the trace keeps of a result (the model gets up to the setting's cut)
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str  # ``<source>.<tool>``
+    description: str
+    parameters: dict  # JSON schema of the arguments
+    confirm: bool = False  # proposed to the customer, called on their yes in the next turn (tool_confirm)
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    text: str
+    error: str | None = None
+
+
+class ToolCaller(Protocol):
+    """Calls one of the turn's tools; ``idempotency_key`` is the same on every run of the same call."""
+
+    async def call(self, name: str, arguments: dict, idempotency_key: str) -> ToolOutcome: ...
+
+
+@dataclass
+class TurnTools:
+    """The tools a turn may use (set by a context preparer from the agent's ``config.tools``)."""
+
+    specs: list[ToolSpec]
+    caller: ToolCaller
+    options: CallOptions | None = None  # the agent's model and sampling
+    redact: Callable[[str], str] = field(default=lambda text: text)  # the sources' secrets out of traces
+
+
+def wire_names(names: Sequence[str]) -> dict[str, str]:
+    """OpenAI function names (``^[a-zA-Z0-9_-]{1,64}$``) for tool names, wire name → tool name."""
+    out: dict[str, str] = {}
+    for name in names:
+        wire = _WIRE_FORBIDDEN.sub("_", name.replace(".", "__", 1))
+        if len(wire) > 64 or wire in out or not wire:
+            wire = wire[:55] + "_" + hashlib.sha256(name.encode()).hexdigest()[:8]
+        out[wire] = name
+    return out
+
+
+def cut(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[cut: the tool answered {len(text)} characters; only the first {limit} are shown]"
+
+
+def _masked(value: object) -> object:
+    if isinstance(value, dict):
+        return {k: ("••••" if isinstance(k, str) and _SECRET_ARGUMENT.search(k) else _masked(v))
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_masked(v) for v in value]
+    return value
+
+
+class _Round(BaseModel):
+    text: str = ""
+    calls: list[tuple[str, str, str]]  # (call id, wire name, arguments JSON)
+    key: str | None = None  # round 0, a confirmed action: the proposing turn's idempotency key
+
+
+class _Result(BaseModel):
+    text: str
+    error: str | None = None
+    ms: float = 0.0
+
+
+class ToolJournal:
+    """A turn's tool rounds and results in Redis: ``turntools:<turn id>``, a hash of ``round:<n>`` and
+    ``call:<index>``, kept ``JOURNAL_TTL_S``."""
+
+    def __init__(self, store: RedisStore) -> None:
+        self.store = store
+
+    def _key(self, turn_id: str) -> str:
+        return self.store.key("turntools", turn_id)
+
+    async def read(self, turn_id: str) -> dict[str, bytes]:
+        raw = await self.store.redis.hgetall(self._key(turn_id))
+        return {k.decode(): v for k, v in raw.items()}
+
+    async def write(self, turn_id: str, field_name: str, value: BaseModel) -> None:
+        async with self.store.redis.pipeline(transaction=True) as pipe:
+            pipe.hset(self._key(turn_id), field_name, value.model_dump_json())
+            pipe.expire(self._key(turn_id), JOURNAL_TTL_S)
+            await pipe.execute()
+
+
+class ToolLoop:
+    def __init__(self, settings: Settings, llm: LLMClient | None, journal: ToolJournal) -> None:
+        self.settings = settings
+        self.llm = llm
+        self.journal = journal
+        self.pending = PendingActions(journal.store, settings.tool_confirm_ttl_s)
+
+    def around(self, responder: Responder, tools: TurnTools | None, trace: TurnTrace, deadline: float) -> Responder:
+        """``responder``, or the tool loop when the turn has tools (and a model to call them)."""
+        if tools is None or not tools.specs or self.llm is None:
+            return responder
+        return _ToolTurn(self, self.llm, tools, trace, deadline)
+
+
+class _ToolTurn:
+    def __init__(self, loop: ToolLoop, llm: LLMClient, tools: TurnTools, trace: TurnTrace, deadline: float) -> None:
+        self.settings = loop.settings
+        self.journal = loop.journal
+        self.pending = loop.pending
+        self.llm = llm
+        self.tools = tools
+        self.trace = trace
+        self.deadline = deadline
+        self.wire = wire_names([s.name for s in tools.specs])
+        self.by_name = by_name = {s.name: s for s in tools.specs}
+        self.offered = [{"type": "function", "function": {
+            "name": wire, "description": by_name[name].description[:1024],
+            "parameters": by_name[name].parameters or {"type": "object"}}} for wire, name in self.wire.items()]
+
+    async def reply(self, request: ReplyRequest) -> Reply:
+        turn_id = self.trace.turn_id
+        stored = await self.journal.read(turn_id)
+        messages: list[dict] = [{"role": m.role, "content": m.content} for m in request.prompt]
+        usage = TokenUsage()
+        index = 0
+        confirmed = stored.get("round:0") or await self._confirmed(request, turn_id)
+        if confirmed is not None:  # the customer said yes to the action the last turn proposed: called once
+            kept = _Round.model_validate_json(confirmed)
+            await self._run_round(messages, kept.text, [ToolCall(*c) for c in kept.calls], 0, stored, kept.key)
+            index = len(kept.calls)
+        rounds = self.settings.tool_max_rounds
+        for number in range(1, rounds + 1):
+            final = number == rounds
+            recorded = stored.get(f"round:{number}")
+            if recorded is not None:
+                kept = _Round.model_validate_json(recorded)
+                step = ToolStep(text=kept.text, calls=[ToolCall(*c) for c in kept.calls], usage=TokenUsage())
+            else:
+                step = await self.llm.tool_step(messages, self.offered, request.on_delta, final=final,
+                                                options=self.tools.options)
+                _add(usage, step.usage)
+                if step.calls and not final:
+                    await self.journal.write(turn_id, f"round:{number}", _Round(
+                        text=step.text, calls=[(c.id, c.name, c.arguments) for c in step.calls]))
+            if not step.calls or final:
+                if not step.text.strip():
+                    raise LLMError("language model returned no text")
+                return self._reply(step.text, usage)
+            asked = await self._run_round(messages, step.text, step.calls, index, stored, None)
+            index += len(step.calls)
+            if asked is not None:  # an action waits for the customer's yes: the reply asks for it
+                return self._reply(f"{step.text.strip()}\n\n{asked}".strip(), usage)
+        raise AssertionError("unreachable: the last round answers")
+
+    def _reply(self, text: str, usage: TokenUsage) -> Reply:
+        return Reply(text=text, responder="llm", model=self._model, usage=usage, tool_calls=list(self.trace.tool_calls))
+
+    async def _run_round(self, messages: list[dict], text: str, calls: list[ToolCall], index: int,
+                         stored: dict[str, bytes], confirmed_key: str | None) -> str | None:
+        """Run one round's calls together; their results join ``messages``. Returns the proposal to put to
+        the customer when a call needs their yes first."""
+        messages.append({"role": "assistant", "content": text or None, "tool_calls": [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls]})
+        answers = await asyncio.gather(*(self._call(c, index + k, stored, confirmed_key)
+                                         for k, c in enumerate(calls)))
+        asked = None
+        for call, (content, entry, proposed) in zip(calls, answers, strict=True):
+            self.trace.tool_calls.append(entry)
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
+            asked = asked or proposed
+        return asked
+
+    async def _confirmed(self, request: ReplyRequest, turn_id: str) -> bytes | None:
+        """The action the conversation's last turn proposed, as round 0 of this turn when the customer's
+        message is a yes (journalled before it runs); dropped (and traced) on anything else."""
+        pending = await self.pending.take(self.trace.conversation_id)
+        if pending is None:
+            return None
+        said = next((m.content for m in reversed(request.prompt) if m.role == "user"), "")
+        wire = next((w for w, n in self.wire.items() if n == pending.tool), None)
+        if wire is None or not is_yes(said):
+            self.trace.tool_calls.append(ToolCallTrace(name=pending.tool, arguments=_masked(pending.arguments),
+                                                       error="proposed action dropped: the customer did not "
+                                                             "confirm it"))
+            return None
+        kept = _Round(calls=[(f"confirmed_{pending.turn_id}", wire, json.dumps(pending.arguments))], key=pending.key)
+        await self.journal.write(turn_id, "round:0", kept)
+        return kept.model_dump_json().encode()
+
+    @property
+    def _model(self) -> str:
+        return (self.tools.options.model if self.tools.options and self.tools.options.model else None) or \
+            self.llm.model
+
+    async def _call(self, call: ToolCall, index: int, stored: dict[str, bytes],
+                    confirmed_key: str | None) -> tuple[str, ToolCallTrace, str | None]:
+        """What the model reads for one call, its trace entry, and the proposal when it waits for a yes."""
+        name = self.wire.get(call.name, call.name)
+        try:
+            arguments = json.loads(call.arguments or "{}")
+        except ValueError:
+            arguments = None
+        entry = ToolCallTrace(name=name, arguments=_masked(arguments) if isinstance(arguments, dict) else {})
+        spec = self.by_name.get(name)
+        if spec is None:
+            result = _Result(text="", error=f"unknown tool {call.name!r}")
+        elif not isinstance(arguments, dict):
+            result = _Result(text="", error="the arguments are not a JSON object")
+        elif (earlier := stored.get(f"call:{index}")) is not None:
+            result = _Result.model_validate_json(earlier)
+            entry.reused = True
+        elif spec.confirm and confirmed_key is None:
+            key = f"{self.trace.turn_id}:{index}"
+            await self.pending.propose(self.trace.conversation_id, PendingAction(
+                tool=name, arguments=arguments, key=key, turn_id=self.trace.turn_id))
+            entry.result = "proposed: waiting for the customer's yes (not called)"
+            return json.dumps({"status": "waiting for the customer's confirmation; not done yet"}), entry, \
+                proposal(spec.description, name, arguments)
+        else:
+            result = await self._run(name, arguments, confirmed_key or f"{self.trace.turn_id}:{index}")
+            await self.journal.write(self.trace.turn_id, f"call:{index}", result)
+        text = cut(result.text, self.settings.tool_result_max_chars)
+        entry.ms = result.ms
+        entry.result = self.tools.redact(text[:_TRACE_RESULT_CHARS]) if result.error is None else None
+        entry.error = self.tools.redact(result.error) if result.error is not None else None
+        content = text if result.error is None else json.dumps({"error": result.error})
+        return content, entry, None
+
+    async def _run(self, name: str, arguments: dict, key: str) -> _Result:
+        loop = asyncio.get_running_loop()
+        budget = min(self.settings.tool_timeout_s, self.deadline - self.settings.turn_deadline_s / 4 - loop.time())
+        t0 = time.perf_counter()
+        if budget <= 0:
+            return _Result(text="", error="not called: no time left in the turn")
+        try:
+            async with asyncio.timeout(budget):
+                outcome = await self.tools.caller.call(name, arguments, key)
+        except TimeoutError:
+            outcome = ToolOutcome(text="", error=f"no answer within {budget:.3g} s")
+        except Exception as exc:  # a broken tool is the model's to explain, never the turn's end
+            outcome = ToolOutcome(text="", error=f"{type(exc).__name__}: {exc}")
+        ms = round((time.perf_counter() - t0) * 1000, 3)
+        return _Result(text=outcome.text, error=outcome.error, ms=ms)
+
+
+def _add(total: TokenUsage, step: TokenUsage) -> None:
+    total.prompt_tokens += step.prompt_tokens
+    total.completion_tokens += step.completion_tokens
+    total.total_tokens += step.total_tokens

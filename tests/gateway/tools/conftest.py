@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from cryptography.fernet import Fernet
+from pydantic import SecretStr
+
+from gateway.http.app import create_app
+from tests.fakes.live_server import LiveServer
+from tests.fakes.mcp_server import FakeMcpServer
+
+ADMIN = {"Authorization": "Bearer admin-secret"}
+TOKEN = "crm-token-7f3a9c2e51"
+
+
+@pytest.fixture
+def mcp_server() -> Iterator[FakeMcpServer]:
+    fake = FakeMcpServer(token=TOKEN)
+    with LiveServer(fake.app(), graceful_timeout_s=1) as server:
+        fake.url = server.url + "/mcp"
+        yield fake
+
+
+@pytest.fixture
+def tool_overrides() -> dict:
+    return {}  # a test parametrizes this to change settings
+
+
+@pytest.fixture
+def tool_settings(settings, tool_overrides):
+    return settings.model_copy(update={"secret_key": SecretStr(Fernet.generate_key().decode()),
+                                       "outbound_allow_hosts": "127.0.0.1", **tool_overrides})
+
+
+@pytest.fixture
+def live(tool_settings) -> Iterator[LiveServer]:
+    with LiveServer(create_app(tool_settings)) as server:
+        server.services = server.server.config.app.state.services
+        yield server
+
+
+@pytest.fixture
+def client(live) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=live.url, timeout=30) as c:
+        yield c
+
+
+def add_crm(client: httpx.Client, url: str, token: str = TOKEN) -> dict:
+    answer = client.post("/api/tool-sources", headers=ADMIN, json={
+        "kind": "mcp", "name": "crm", "url": url, "headers": {"Authorization": f"Bearer {token}"}})
+    assert answer.status_code == 201, answer.text
+    return answer.json()
