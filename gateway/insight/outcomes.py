@@ -180,6 +180,7 @@ class Outcomes:
         if "handed_off" in flags or int(flags.get("down", "0")) > 0:
             return
         dims = Dims.parse(flags["dims"])
+        await self.store.redis.hset(key, "resolved", 1)  # for the export
         await self.counters.add(at_or_now(event.conversation.ended_at), dims, {"resolved": 1})
 
 

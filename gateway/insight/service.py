@@ -11,6 +11,7 @@ from gateway.conversation.store import RedisStore
 from gateway.core.metrics import Metrics
 from gateway.core.settings import Settings
 from gateway.insight.counters import DailyCounters
+from gateway.insight.export import Exporter
 from gateway.insight.feedback import Feedback, Voter
 from gateway.insight.outcomes import Outcomes
 from gateway.insight.prices import PriceTable
@@ -30,11 +31,13 @@ class Insight:
     outcomes: Outcomes
     feedback: Feedback
     insights: Insights
+    exporter: Exporter
 
     @classmethod
     def build(cls, settings: Settings, store: RedisStore, metrics: Metrics) -> Insight:
         counters = DailyCounters(store, settings.insight_retention_days)
         prices = PriceTable(settings.model_prices)
         feedback = Feedback(store, counters, metrics, settings.feedback_comment_max_chars)
-        return cls(counters, prices, Outcomes(settings, store, counters, prices, metrics), feedback,
-                   Insights(store, counters, feedback))
+        outcomes = Outcomes(settings, store, counters, prices, metrics)
+        return cls(counters, prices, outcomes, feedback, Insights(store, counters, feedback),
+                   Exporter(store, outcomes, feedback, prices))
