@@ -22,7 +22,7 @@ from gateway.insight.prices import NANO, PriceTable
 
 __all__ = ["BATCH", "CSV_COLUMNS", "ConversationExport", "Exporter"]
 
-BATCH = 100  # conversations read (concurrently) and written out before the next are read
+BATCH = 25  # conversations read (concurrently) and written out before the next are read
 Format = Literal["jsonl", "csv"]
 CSV_COLUMNS = ("conversation_id", "channel", "agent", "connection", "started_at", "last_activity_at", "outcome",
                "prompt_tokens", "completion_tokens", "cost", "message_id", "role", "created_at", "text", "rating",
