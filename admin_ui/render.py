@@ -33,6 +33,7 @@ NAV = (
     ("Prompt", "/admin/prompt"),
     ("Live data", "/admin/live"),
     ("Inbox", "/admin/inbox"),
+    ("Insights", "/admin/insights"),
 )
 ADMIN_NAV = (("Operators", "/admin/operators"), ("Channels", "/admin/channels"))
 

@@ -270,7 +270,7 @@ class Settings(BaseSettings):
         "No operator has replied for a while, so the assistant is answering again.",
         description="The note in the transcript when an idle handoff returns to the bot.",
     )
-    # Insight (issue 41): feedback, outcomes and cost, counted by hour (docs: guides/insights.md).
+    # Insight (issue 41): feedback, outcomes and cost, counted by day as they happen (docs: guides/insights.md).
     model_prices: dict[str, ModelPrice] = Field(
         default_factory=dict, description='Model prices in currency units per million tokens, JSON `{"model": '
         '{"input": 0.15, "output": 0.6}}`, over the built-in table (a few common models); a model is matched by '
@@ -286,7 +286,8 @@ class Settings(BaseSettings):
         default=2000, ge=1, description="Longest comment accepted with a rating."
     )
     insight_retention_days: int = Field(
-        default=400, ge=1, description="How long the hourly insight counters are kept."
+        default=400, ge=1, description="How long the daily insight counters (and gap groups, comments) are kept, "
+        "in days.",
     )
 
     # Channels.

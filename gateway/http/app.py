@@ -24,6 +24,7 @@ from gateway.http.documents import router as documents_router
 from gateway.http.errors import install_error_handlers
 from gateway.http.feedback import router as feedback_router
 from gateway.http.health import router as health_router
+from gateway.http.insights import export_router
 from gateway.http.insights import router as insights_router
 from gateway.http.kb_jobs import router as kb_jobs_router
 from gateway.http.knowledge import IMPORT_PATH
@@ -85,7 +86,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         }
     )
     app.include_router(health_router)
-    for admin_router in (knowledge_router, knowledge_bases_router, documents_router, kb_jobs_router,
+    for admin_router in (export_router, knowledge_router, knowledge_bases_router, documents_router, kb_jobs_router,
                          conversations_router, agent_api.admin, api_keys_api.router, connections_api.router,
                          insights_router, tool_sources_api.router):
         app.include_router(admin_router, responses=ADMIN)

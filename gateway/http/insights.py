@@ -1,16 +1,25 @@
-"""``GET /api/insights`` (admin): feedback, outcomes, tokens and cost for a range, from the hourly
-counters; ``POST /api/insights/gaps/{id}/dismiss`` drops a gap group from the list."""
+"""``GET /api/insights`` (admin): feedback, outcomes, tokens and cost for a range, from the daily
+counters; ``POST /api/insights/gaps/{id}/dismiss`` drops a gap group from the list;
+``GET /api/conversations/export`` streams the conversations themselves (admin, logged)."""
 
 from __future__ import annotations
 
+import logging
+from typing import Literal
+
 from fastapi import APIRouter, Depends, Query
+from fastapi.responses import StreamingResponse
 
 from gateway.http.auth import require_admin
 from gateway.http.json_body import AdminRoute
 from gateway.insight.report import InsightQuery
 from gateway.services import Services
 
+log = logging.getLogger(__name__)
 router = APIRouter(prefix="/api/insights", route_class=AdminRoute)
+# Included before the conversations router, whose /api/conversations/{conversation_id} would take "export".
+export_router = APIRouter(route_class=AdminRoute)
+MEDIA = {"jsonl": "application/x-ndjson", "csv": "text/csv; charset=utf-8"}
 
 
 @router.get("")
@@ -26,3 +35,18 @@ async def dismiss_gap(gap_id: str, services: Services = Depends(require_admin)) 
     assert services.insight is not None
     await services.insight.insights.dismiss_gap(gap_id)
     return {"id": gap_id, "dismissed": True}
+
+
+@export_router.get("/api/conversations/export", response_class=StreamingResponse,
+                   responses={200: {"content": {m: {"schema": {"type": "string"}} for m in MEDIA.values()}}})
+async def export(start: str = Query("", alias="from"), end: str = Query("", alias="to"),
+                 format: Literal["jsonl", "csv"] = "jsonl",
+                 services: Services = Depends(require_admin)) -> StreamingResponse:
+    """Conversations whose newest message is in the range (UTC days; default the last 7), newest first."""
+    assert services.insight is not None
+    query = InsightQuery.parse(start, end)
+    log.info("conversation export %s..%s as %s (admin token)", query.first, query.last, format)
+    name = f"conversations-{query.first}-{query.last}.{format}"
+    return StreamingResponse(services.insight.exporter.stream(query.first, query.last, format),
+                             media_type=MEDIA[format],
+                             headers={"Content-Disposition": f'attachment; filename="{name}"'})

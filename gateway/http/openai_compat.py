@@ -180,7 +180,9 @@ async def chat_completions(request: Request):
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     if not body.stream:
         result = await services.invoker.invoke(version, config, messages, session, caller=body.user)
-        return {"id": completion_id, "object": "chat.completion", "created": result.created_at, "model": body.model,
+        # The id is the turn's, so POST /v1/feedback can rate this answer by it (insight, issue 41).
+        return {"id": f"chatcmpl-{result.turn_id}", "object": "chat.completion", "created": result.created_at,
+                "model": body.model,
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": result.text},
                              "finish_reason": "stop"}],
                 "usage": _usage(result), "sources": _sources(result), **_handoff(result)}

@@ -1,17 +1,18 @@
-"""Hourly counters: one Redis hash per hour, one field per measure and (agent, channel, connection).
+"""The insight counters: one Redis hash per UTC day, one field per measure and (agent, channel,
+connection), plus the day's turns by hour.
 
-A report over a range reads one hash per hour in it (a month is 720 small hashes in one round trip),
-whatever the number of conversations behind them."""
+A report over a range reads one hash per day in it (a month is 30 hashes in one round trip), whatever
+the number of conversations behind them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 from gateway.conversation.store import RedisStore
 
-__all__ = ["MEASURES", "Dims", "HourlyCounters", "hour_of", "hours_between"]
+__all__ = ["MEASURES", "DailyCounters", "Dims", "day_of", "days_between"]
 
 # What is counted. Outcomes are counted once per conversation, feedback once per vote (a changed vote
 # moves its count), tokens and cost per model call; cost in billionths of the currency unit.
@@ -51,43 +52,83 @@ class Dims:
                 and (connection is None or self.connection == connection))
 
 
-def hour_of(at: datetime) -> str:
-    return at.astimezone(UTC).strftime("%Y%m%d%H")
+def day_of(at: datetime) -> date:
+    return at.astimezone(UTC).date()
 
 
-def hours_between(start: datetime, end: datetime) -> Iterator[datetime]:
-    """Every hour from ``start``'s to ``end``'s, both included."""
-    at = start.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
-    while at <= end:
-        yield at
-        at += timedelta(hours=1)
+def days_between(first: date, last: date) -> Iterator[date]:
+    day = first
+    while day <= last:
+        yield day
+        day += timedelta(days=1)
 
 
-class HourlyCounters:
+@dataclass
+class DayCounts:
+    day: date
+    counts: dict[str, int]  # measure -> its sum over the matching (agent, channel, connection)
+    turns_by_hour: list[int]  # turns per hour of the day (UTC)
+
+
+class DailyCounters:
+    """One hash per UTC day: ``measure|agent|channel|connection`` for every measure and for the day's turns
+    by hour (``turns@HH``), and each also without the suffix (the day's total, for a report without
+    filters). The (agent, channel, connection) seen are kept in a set, so a report asks for exactly its
+    fields."""
+
     def __init__(self, store: RedisStore, retention_days: int) -> None:
         self.store = store
         self.ttl_s = retention_days * 86_400
 
-    def key(self, hour: str) -> str:
-        return self.store.key("insight", "h", hour)
+    def key(self, day: date) -> str:
+        return self.store.key("insight", "d", day.strftime("%Y%m%d"))
+
+    @property
+    def dims_key(self) -> str:
+        return self.store.key("insight", "dims")
 
     def add_into(self, pipe, at: datetime, dims: Dims, counts: dict[str, int]) -> None:
-        key = self.key(hour_of(at))
+        at = at.astimezone(UTC)
+        key = self.key(at.date())
+        counts = {**counts, f"turns@{at.hour:02d}": counts.get("turns", 0)}
         for measure, n in counts.items():
             if n:
                 pipe.hincrby(key, f"{measure}{dims.suffix}", n)
+                pipe.hincrby(key, measure, n)  # the day's total, for a report without filters
         pipe.expire(key, self.ttl_s)
+        pipe.sadd(self.dims_key, dims.suffix)
 
     async def add(self, at: datetime, dims: Dims, counts: dict[str, int]) -> None:
         pipe = self.store.redis.pipeline(transaction=False)
         self.add_into(pipe, at, dims, counts)
         await pipe.execute()
 
-    async def read(self, hours: Iterable[datetime]) -> list[tuple[datetime, dict[str, int]]]:
-        """Each hour's raw fields (``measure|agent|channel|connection`` -> count), one round trip."""
-        hours = list(hours)
+    async def combos(self, wanted: tuple[str | None, str | None, str | None]) -> list[str]:
+        """The (agent, channel, connection) suffixes seen that ``wanted`` matches (None: any)."""
+        combos = [raw.decode() for raw in await self.store.redis.smembers(self.dims_key)]
+        return sorted(c for c in combos if Dims.parse(c).matches(*wanted))
+
+    async def read(self, first: date, last: date, wanted: tuple[str | None, str | None, str | None]) -> list[DayCounts]:
+        """Each day's sums over the (agent, channel, connection) ``wanted`` matches (None: any): two round trips,
+        one value per measure, matching (agent, channel, connection) and day."""
+        combos = await self.combos(wanted)
+        days = list(days_between(first, last))
+        if not combos:
+            return [DayCounts(day, dict.fromkeys(MEASURES, 0), [0] * 24) for day in days]
+        if wanted == (None, None, None):
+            combos = [""]  # the day's totals
+        fields = [f"{m}{c}" for m in MEASURES for c in combos]
+        hours = [f"turns@{h:02d}{c}" for h in range(24) for c in combos]
         pipe = self.store.redis.pipeline(transaction=False)
-        for at in hours:
-            pipe.hgetall(self.key(hour_of(at)))
+        for day in days:
+            pipe.hmget(self.key(day), fields + hours)
         answers = await pipe.execute()
-        return [(at, {k.decode(): int(v) for k, v in raw.items()}) for at, raw in zip(hours, answers, strict=True)]
+        per = len(combos)
+        out = []
+        for day, values in zip(days, answers, strict=True):
+            numbers = [int(v) if v is not None else 0 for v in values]
+            counts = {m: sum(numbers[i * per:(i + 1) * per]) for i, m in enumerate(MEASURES)}
+            base = len(fields)
+            by_hour = [sum(numbers[base + h * per: base + (h + 1) * per]) for h in range(24)]
+            out.append(DayCounts(day, counts, by_hour))
+        return out

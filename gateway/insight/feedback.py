@@ -1,5 +1,5 @@
 """Customers' ratings of bot replies: 👍 / 👎 with an optional comment, one vote per reply and voter
-(changeable), stored with the conversation and counted in the hourly counters as it is cast."""
+(changeable), stored with the conversation and counted in the daily counters as it is cast."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from gateway.conversation.store import RedisStore
 from gateway.core.errors import InvalidInput, NotFound
 from gateway.core.metrics import Metrics
 from gateway.core.models import Role, utcnow
-from gateway.insight.counters import Dims, HourlyCounters
+from gateway.insight.counters import DailyCounters, Dims
 from gateway.insight.outcomes import CONVERSATION_TTL_S
 
 __all__ = ["RECENT_COMMENTS", "Feedback", "Rating", "Vote", "Voter"]
@@ -63,7 +63,7 @@ class Vote(BaseModel):
 
 
 class Feedback:
-    def __init__(self, store: RedisStore, counters: HourlyCounters, metrics: Metrics, comment_max_chars: int) -> None:
+    def __init__(self, store: RedisStore, counters: DailyCounters, metrics: Metrics, comment_max_chars: int) -> None:
         self.store = store
         self.counters = counters
         self.metrics = metrics
@@ -116,12 +116,12 @@ class Feedback:
         """Comments cast in [start, end] (of the last ``RECENT_COMMENTS``), newest first."""
         rows, seen = [], set()
         for raw in await self.store.redis.lrange(self.comments_key, 0, RECENT_COMMENTS - 1):
-            vote = Vote.model_validate_json(raw)
-            if (vote.message_id, vote.voter) in seen:  # a changed vote: only its newest comment stands
+            vote = json.loads(raw)  # plain JSON: this list is read on every report
+            if (vote["message_id"], vote["voter"]) in seen:  # a changed vote: only its newest comment stands
                 continue
-            seen.add((vote.message_id, vote.voter))
-            at = vote.at.astimezone(UTC)
-            if start <= at <= end and Dims.parse(vote.dims).matches(*dims_filter):
-                rows.append({**json.loads(vote.model_dump_json(include={"conversation_id", "message_id", "rating",
-                                                                        "comment"})), "at": at.isoformat()})
+            seen.add((vote["message_id"], vote["voter"]))
+            at = datetime.fromisoformat(vote["at"]).astimezone(UTC)
+            if start <= at <= end and Dims.parse(vote["dims"]).matches(*dims_filter):
+                rows.append({"conversation_id": vote["conversation_id"], "message_id": vote["message_id"],
+                             "rating": vote["rating"], "comment": vote["comment"], "at": at.isoformat()})
         return rows

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from datetime import datetime
+from datetime import date, datetime
 from typing import TYPE_CHECKING
 
 from gateway.conversation.store import RedisStore
@@ -17,7 +17,7 @@ from gateway.core.events import ConversationEnded
 from gateway.core.metrics import Metrics
 from gateway.core.models import Conversation, EndReason, TurnTrace, utcnow
 from gateway.core.settings import Settings
-from gateway.insight.counters import Dims, HourlyCounters, hour_of
+from gateway.insight.counters import DailyCounters, Dims
 from gateway.insight.prices import PriceTable
 from rag_core.tokenizer import tokenize
 
@@ -32,24 +32,27 @@ CONVERSATION_TTL_S = 14 * 86_400  # a conversation's outcome flags outlive any i
 GAP_EXAMPLES = 5
 _RESOLVED_ON = {EndReason.TIMEOUT, EndReason.CALL_ENDED}
 
-# KEYS: hour counters, the conversation's flags, the day's gap groups, the group's examples, its offered topics
+# KEYS: the day's counters, the conversation's flags, the day's gap groups, the group's examples, its offered
+#       topics, the set of (agent, channel, connection) seen
 # ARGV: dims suffix, started, handoff, unanswered, prompt, completion, cost (nano), unpriced tokens,
-#       flags TTL, counters TTL, gap member, example, offered topics (JSON list)
+#       flags TTL, counters TTL, gap member, example, offered topics (JSON list), hour of the day (HH)
 _RECORD = """
 local h, conv, d = KEYS[1], KEYS[2], ARGV[1]
-redis.call('HINCRBY', h, 'turns' .. d, 1)
-if ARGV[2] == '1' then redis.call('HINCRBY', h, 'conversations' .. d, 1) end
+local function add(name, n)  -- at this (agent, channel, connection), and in the day's total
+  redis.call('HINCRBY', h, name .. d, n)
+  redis.call('HINCRBY', h, name, n)
+end
+add('turns', 1)
+add('turns@' .. ARGV[14], 1)
+redis.call('SADD', KEYS[6], d)
+if ARGV[2] == '1' then add('conversations', 1) end
 redis.call('HSET', conv, 'dims', d)
-if ARGV[3] == '1' and redis.call('HSETNX', conv, 'handed_off', 1) == 1 then
-  redis.call('HINCRBY', h, 'handed_off' .. d, 1)
-end
-if ARGV[4] == '1' and redis.call('HSETNX', conv, 'unanswered', 1) == 1 then
-  redis.call('HINCRBY', h, 'unanswered' .. d, 1)
-end
+if ARGV[3] == '1' and redis.call('HSETNX', conv, 'handed_off', 1) == 1 then add('handed_off', 1) end
+if ARGV[4] == '1' and redis.call('HSETNX', conv, 'unanswered', 1) == 1 then add('unanswered', 1) end
 local names = {'prompt', 'completion', 'cost_nano', 'unpriced'}
 for i = 1, 4 do
   local n = tonumber(ARGV[4 + i])
-  if n and n ~= 0 then redis.call('HINCRBY', h, names[i] .. d, n) end
+  if n and n ~= 0 then add(names[i], n) end
 end
 redis.call('EXPIRE', conv, tonumber(ARGV[9]))
 redis.call('EXPIRE', h, tonumber(ARGV[10]))
@@ -75,7 +78,7 @@ def gap_group(question: str) -> tuple[str, str]:
 
 
 class Outcomes:
-    def __init__(self, settings: Settings, store: RedisStore, counters: HourlyCounters, prices: PriceTable,
+    def __init__(self, settings: Settings, store: RedisStore, counters: DailyCounters, prices: PriceTable,
                  metrics: Metrics) -> None:
         self.settings = settings
         self.store = store
@@ -87,8 +90,9 @@ class Outcomes:
     def conversation_key(self, conversation_id: str) -> str:
         return self.store.key("insight", "conv", conversation_id)
 
-    def gaps_key(self, day: str) -> str:
-        return self.store.key("insight", "gaps", day)
+    def gaps_key(self, day: date, suffix: str) -> str:
+        """A day's unanswered questions at one (agent, channel, connection): gap group id -> count."""
+        return self.store.key("insight", "gaps", day.strftime("%Y%m%d")) + suffix
 
     def gap_key(self, gap_id: str, part: str) -> str:
         return self.store.key("insight", "gap", gap_id, part)
@@ -114,18 +118,18 @@ class Outcomes:
         offered: list[str] = []
         if unanswered:
             group, gap_id = gap_group(turn.inbound.text)
-            member, example = f"{gap_id}{dims.suffix}", turn.inbound.text[:500]
+            member, example = gap_id, turn.inbound.text[:500]
             pipe.set(self.gap_key(gap_id, "group"), group, ex=self.counters.ttl_s)
             offered = [c.source for c in (trace.retrieval.candidates if trace.retrieval else [])[:3]]
         now = utcnow()
-        day = now.strftime("%Y%m%d")
         gap_id = member[:12]
         pipe.eval(
-            _RECORD, 5, self.counters.key(hour_of(now)), self.conversation_key(trace.conversation_id),
-            self.gaps_key(day), self.gap_key(gap_id, "examples"), self.gap_key(gap_id, "offered"),
+            _RECORD, 6, self.counters.key(now.date()), self.conversation_key(trace.conversation_id),
+            self.gaps_key(now.date(), dims.suffix), self.gap_key(gap_id, "examples"), self.gap_key(gap_id, "offered"),
+            self.counters.dims_key,
             dims.suffix, int(turn.started), int(bool(trace.handoff)), int(unanswered), prompt, completion,
             cost or 0, (prompt + completion) if cost is None else 0, CONVERSATION_TTL_S, self.counters.ttl_s,
-            member, example, json.dumps(offered),
+            member, example, json.dumps(offered), f"{now.hour:02d}",
         )
         labels = (dims.agent, dims.channel)
         if prompt or completion:
@@ -176,6 +180,7 @@ class Outcomes:
         if "handed_off" in flags or int(flags.get("down", "0")) > 0:
             return
         dims = Dims.parse(flags["dims"])
+        await self.store.redis.hset(key, "resolved", 1)  # for the export
         await self.counters.add(at_or_now(event.conversation.ended_at), dims, {"resolved": 1})
 
 

@@ -1,14 +1,14 @@
-"""``GET /api/insights``: the figures for a range and filters, summed from the hourly counters only."""
+"""``GET /api/insights``: the figures for a range of days and filters, summed from the daily counters only."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+import uuid
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
 from gateway.conversation.store import RedisStore
 from gateway.core.errors import InvalidInput
-from gateway.insight.counters import MEASURES, SEP, Dims, HourlyCounters, hours_between
+from gateway.insight.counters import MEASURES, DailyCounters, days_between
 from gateway.insight.feedback import Feedback
 from gateway.insight.prices import NANO
 
@@ -20,43 +20,44 @@ GAPS_LISTED = 20
 
 @dataclass(frozen=True)
 class InsightQuery:
-    start: datetime
-    end: datetime
+    """Whole UTC days, ``first`` to ``last`` included."""
+
+    first: date
+    last: date
     agent: str | None = None
     channel: str | None = None
     connection: str | None = None
 
     @classmethod
     def parse(cls, start: str = "", end: str = "", agent: str | None = None, channel: str | None = None,
-              connection: str | None = None, now: datetime | None = None) -> InsightQuery:
-        """``from``/``to`` as dates (whole UTC days) or ISO times; default the last 7 days."""
-        now = now or datetime.now(UTC)
-        until = _when(end, "to", end_of_day=True) if end else now
-        since = _when(start, "from", end_of_day=False) if start else (until - timedelta(days=7))
-        if since > until:
+              connection: str | None = None, today: date | None = None) -> InsightQuery:
+        """``from``/``to`` as dates (an ISO time counts as its UTC day); default the last 7 days, today included."""
+        today = today or datetime.now(UTC).date()
+        last = _day(end, "to") if end else today
+        first = _day(start, "from") if start else last - timedelta(days=6)
+        if first > last:
             raise InvalidInput("from: must not be after to")
-        if until - since > timedelta(days=MAX_DAYS):
+        if (last - first).days >= MAX_DAYS:
             raise InvalidInput(f"to: a range of at most {MAX_DAYS} days")
-        return cls(since, until, agent, channel, connection)
+        return cls(first, last, agent or None, channel or None, connection)
 
     @property
     def dims(self) -> tuple[str | None, str | None, str | None]:
         return self.agent, self.channel, self.connection
 
 
-def _when(text: str, name: str, *, end_of_day: bool) -> datetime:
+def _day(text: str, name: str) -> date:
     try:
         if len(text) == 10:
-            day = date.fromisoformat(text)
-            return datetime.combine(day, time.max if end_of_day else time.min, tzinfo=UTC)
+            return date.fromisoformat(text)
         at = datetime.fromisoformat(text)
     except ValueError as exc:
         raise InvalidInput(f"{name}: {text!r} is not a date (YYYY-MM-DD) or an ISO time") from exc
-    return at if at.tzinfo else at.replace(tzinfo=UTC)
+    return (at if at.tzinfo else at.replace(tzinfo=UTC)).astimezone(UTC).date()
 
 
 class Insights:
-    def __init__(self, store: RedisStore, counters: HourlyCounters, feedback: Feedback) -> None:
+    def __init__(self, store: RedisStore, counters: DailyCounters, feedback: Feedback) -> None:
         self.store = store
         self.counters = counters
         self.feedback = feedback
@@ -69,48 +70,41 @@ class Insights:
 
     async def report(self, query: InsightQuery) -> dict:
         totals: dict[str, int] = dict.fromkeys(MEASURES, 0)
-        days: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(MEASURES, 0))
         hours_of_day = [0] * 24
-        for at, fields in await self.counters.read(hours_between(query.start, query.end)):
-            day = days[at.date().isoformat()]
-            for name, n in fields.items():
-                measure, _, suffix = name.partition(SEP)
-                if measure not in totals or not Dims.parse(SEP + suffix).matches(*query.dims):
-                    continue
+        days = await self.counters.read(query.first, query.last, query.dims)
+        for day in days:
+            for measure, n in day.counts.items():
                 totals[measure] += n
-                day[measure] += n
-                if measure == "turns":
-                    hours_of_day[at.hour] += n
+            hours_of_day = [a + b for a, b in zip(hours_of_day, day.turns_by_hour, strict=True)]
+        start = datetime.combine(query.first, time.min, tzinfo=UTC)
+        end = datetime.combine(query.last, time.max, tzinfo=UTC)
         return {
-            "from": query.start.isoformat(), "to": query.end.isoformat(),
+            "from": query.first.isoformat(), "to": query.last.isoformat(),
             "filters": {"agent": query.agent, "channel": query.channel, "connection": query.connection},
             **_figures(totals),
             "busiest_hours": hours_of_day,
-            "by_day": [{"day": day, **_figures(counts)} for day, counts in sorted(days.items())],
-            "recent_comments": await self.feedback.recent_comments(query.start, query.end, query.dims),
+            "by_day": [{"day": day.day.isoformat(), **_figures(day.counts)} for day in days],
+            "recent_comments": await self.feedback.recent_comments(start, end, query.dims),
             "gaps": await self._gaps(query),
         }
 
     async def _gaps(self, query: InsightQuery) -> list[dict]:
-        """The unanswered questions of the range, grouped by their content words, most asked first."""
-        day_keys = []
-        day = query.start.date()
-        while day <= query.end.date():
-            day_keys.append(day.strftime("%Y%m%d"))
-            day += timedelta(days=1)
-        pipe = self.store.redis.pipeline(transaction=False)
-        for key in day_keys:
-            pipe.zrange(self._gaps_key(key), 0, -1, withscores=True)
-        pipe.smembers(self.dismissed_key())
-        *answers, dismissed = await pipe.execute()
-        dismissed = {d.decode() for d in dismissed}
-        counts: dict[str, int] = defaultdict(int)
-        for rows in answers:
-            for member, score in rows:
-                gap_id, _, suffix = member.decode().partition(SEP)
-                if gap_id not in dismissed and Dims.parse(SEP + suffix).matches(*query.dims):
-                    counts[gap_id] += int(score)
-        top = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:GAPS_LISTED]
+        """The unanswered questions of the range, grouped by their content words, most asked first: the days'
+        and (agent, channel, connection)s' groups are summed in Redis (ZUNIONSTORE into a key of the moment)."""
+        combos = await self.counters.combos(query.dims)
+        keys = [self.store.key("insight", "gaps", day.strftime("%Y%m%d")) + combo
+                for day in days_between(query.first, query.last) for combo in combos]
+        if not keys:
+            return []
+        dismissed = await self.store.redis.smembers(self.dismissed_key())
+        scratch = self.store.key("insight", "gaps", "sum", uuid.uuid4().hex)
+        pipe = self.store.redis.pipeline(transaction=True)
+        pipe.zunionstore(scratch, keys)
+        if dismissed:
+            pipe.zrem(scratch, *dismissed)
+        pipe.zrevrange(scratch, 0, GAPS_LISTED - 1, withscores=True)
+        pipe.delete(scratch)
+        top = [(raw.decode(), int(score)) for raw, score in (await pipe.execute())[-2]]
         pipe = self.store.redis.pipeline(transaction=False)
         for gap_id, _ in top:
             pipe.lrange(self.store.key("insight", "gap", gap_id, "examples"), 0, -1)
@@ -121,9 +115,6 @@ class Insights:
             "examples": list(dict.fromkeys(e.decode() for e in found[2 * i])),
             "offered_topics": sorted(t.decode() for t in found[2 * i + 1]),
         } for i, (gap_id, count) in enumerate(top)]
-
-    def _gaps_key(self, day: str) -> str:
-        return self.store.key("insight", "gaps", day)
 
 
 def _figures(counts: dict[str, int]) -> dict:

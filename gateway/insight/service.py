@@ -10,7 +10,8 @@ from starlette.requests import Request
 from gateway.conversation.store import RedisStore
 from gateway.core.metrics import Metrics
 from gateway.core.settings import Settings
-from gateway.insight.counters import HourlyCounters
+from gateway.insight.counters import DailyCounters
+from gateway.insight.export import Exporter
 from gateway.insight.feedback import Feedback, Voter
 from gateway.insight.outcomes import Outcomes
 from gateway.insight.prices import PriceTable
@@ -25,16 +26,18 @@ VisitorCheck = Callable[[Request], Awaitable[Voter | None]]
 
 @dataclass
 class Insight:
-    counters: HourlyCounters
+    counters: DailyCounters
     prices: PriceTable
     outcomes: Outcomes
     feedback: Feedback
     insights: Insights
+    exporter: Exporter
 
     @classmethod
     def build(cls, settings: Settings, store: RedisStore, metrics: Metrics) -> Insight:
-        counters = HourlyCounters(store, settings.insight_retention_days)
+        counters = DailyCounters(store, settings.insight_retention_days)
         prices = PriceTable(settings.model_prices)
         feedback = Feedback(store, counters, metrics, settings.feedback_comment_max_chars)
-        return cls(counters, prices, Outcomes(settings, store, counters, prices, metrics), feedback,
-                   Insights(store, counters, feedback))
+        outcomes = Outcomes(settings, store, counters, prices, metrics)
+        return cls(counters, prices, outcomes, feedback, Insights(store, counters, feedback),
+                   Exporter(store, outcomes, feedback, prices))

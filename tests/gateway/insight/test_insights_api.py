@@ -201,3 +201,75 @@ def test_insights_refuse_bad_ranges_and_need_the_admin_token(api):
     assert bad.status_code == 422 and "from" in bad.json()["message"]
     backwards = api.get("/api/insights", params={"from": "2026-02-02", "to": "2026-01-01"}, headers=ADMIN)
     assert backwards.status_code == 422
+
+
+def test_an_api_caller_rates_invoke_and_chat_completion_answers_by_their_id(api, fake_openai):
+    agent = api.post("/v1/agents", headers=ADMIN, json={"name": "rated", "config": {"llmModelId": "model-b"}}).json()
+    other = api.post("/v1/agents", headers=ADMIN, json={"name": "other"}).json()
+    key = api.post("/api/keys", headers=ADMIN, json={"name": "caller", "agents": [agent["id"]]}).json()["key"]
+    stranger = api.post("/api/keys", headers=ADMIN, json={"name": "x", "agents": [other["id"]]}).json()["key"]
+    caller = {"Authorization": f"Bearer {key}"}
+    invoked = api.post(f"/v1/agents/{agent['id']}/versions/latest/invoke", headers=caller,
+                       json={"messages": [{"role": "user", "content": "hours?"}]}).json()
+    completed = api.post("/v1/chat/completions", headers=caller,
+                         json={"model": "rated", "messages": [{"role": "user", "content": "price?"}]}).json()
+    assert completed["id"].startswith("chatcmpl-")
+    first = api.post("/v1/feedback", headers=caller, json={"response_id": invoked["id"], "rating": "down",
+                                                           "comment": "Wrong hours."})
+    assert first.status_code == 200, first.text
+    keys = api.get("/api/keys", headers=ADMIN).json()["keys"]
+    [key_id] = [k["id"] for k in keys if k["name"] == "caller"]
+    assert (first.json()["rating"], first.json()["voter"]) == ("down", f"key:{key_id}")
+    second = api.post("/v1/feedback", headers=caller, json={"response_id": completed["id"], "rating": "up"})
+    assert second.status_code == 200, second.text
+    report = insights(api, channel="api")
+    assert report["feedback"] == {"up": 1, "down": 1, "comments": 1}
+    assert [c["comment"] for c in report["recent_comments"]] == ["Wrong hours."]
+
+    refused = [
+        api.post("/v1/feedback", headers={"Authorization": f"Bearer {stranger}"},
+                 json={"response_id": invoked["id"], "rating": "up"}),  # a key that may not call its agent
+        api.post("/v1/feedback", headers=caller, json={"response_id": "chatcmpl-nope", "rating": "up"}),
+    ]
+    assert [(r.status_code, r.json()["error"]) for r in refused] == [(404, "not_found")] * 2
+    assert api.post("/v1/feedback", json={"response_id": invoked["id"], "rating": "up"}).status_code == 401
+    assert insights(api, channel="api")["feedback"] == {"up": 1, "down": 1, "comments": 1}
+
+
+def test_the_export_streams_conversations_with_messages_ratings_tokens_and_cost(api, fake_openai):
+    import csv
+    import io
+    import json
+
+    visitor = Visitor(api)
+    fake_openai.script_reply("We open at nine on weekdays.")
+    reply = visitor.say("When do you open?")
+    assert visitor.rate(reply, "down", "And on Sundays?").status_code == 200
+    other = Visitor(api)
+    fake_openai.script_reply("Tandems cost 50 euros.")
+    other.say("Tandem price?")
+    expected = {"We open at nine on weekdays.": fake_usage("We open at nine on weekdays."),
+                "Tandems cost 50 euros.": fake_usage("Tandems cost 50 euros.")}
+
+    assert api.get("/api/conversations/export").status_code == 401
+    lines = api.get("/api/conversations/export", params={"format": "jsonl"}, headers=ADMIN)
+    assert lines.status_code == 200 and lines.headers["content-type"].startswith("application/x-ndjson")
+    rows = [json.loads(line) for line in lines.text.splitlines()]
+    assert [r["id"] for r in rows] == [other_id := rows[0]["id"], reply["conversation_id"]] and other_id
+    mine = rows[1]
+    assert [(m["role"], m["text"]) for m in mine["messages"]] == [
+        ("user", "When do you open?"), ("agent", "We open at nine on weekdays.")]
+    assert mine["messages"][1]["rating"] == "down" and mine["messages"][1]["comment"] == "And on Sundays?"
+    assert "rated_down" in mine["outcome"] and mine["channel"] == "webchat"
+    prompt, completion = expected["We open at nine on weekdays."]
+    assert (mine["prompt_tokens"], mine["completion_tokens"]) == (prompt, completion)
+    assert mine["cost"] == pytest.approx((prompt * 2.5 + completion * 10.0) / 1_000_000, abs=1e-9)
+
+    table = api.get("/api/conversations/export", params={"format": "csv"}, headers=ADMIN)
+    assert table.headers["content-type"].startswith("text/csv")
+    records = list(csv.DictReader(io.StringIO(table.text)))
+    assert [(r["conversation_id"], r["role"], r["text"], r["rating"]) for r in records] == [
+        (other_id, "user", "Tandem price?", ""), (other_id, "agent", "Tandems cost 50 euros.", ""),
+        (mine["id"], "user", "When do you open?", ""), (mine["id"], "agent", "We open at nine on weekdays.", "down")]
+    old = api.get("/api/conversations/export", params={"from": "2020-01-01", "to": "2020-01-31"}, headers=ADMIN)
+    assert old.status_code == 200 and old.text == ""
