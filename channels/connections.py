@@ -51,6 +51,9 @@ CONNECTION_MODULES: dict[str, tuple[str, str, tuple[str, ...]]] = {
 }
 
 
+ENVIRONMENT_NOTE_EVERY_S = 60.0
+
+
 class KindHandler(Protocol):
     """One kind's connection side, built by its vendor module's ``build_connections(context)``."""
 
@@ -93,6 +96,7 @@ class ConnectionKind:
         self.environment: InboxHandler | None = None  # the environment-configured channel of this name
         self._handler: KindHandler | None = None
         self._loading = asyncio.Lock()
+        self._environment_noted_at = float("-inf")  # loop time of this process's last last_inbound_at write
 
     async def handler(self) -> KindHandler:
         if self._handler is None:
@@ -131,8 +135,7 @@ class ConnectionKind:
         if connection_id is None:
             if self.environment is None:
                 raise DeliveryRejected(f"no {self.name!r} channel is configured by environment variables")
-            if self.context.connections is not None:
-                await self.context.connections.note_environment(self.kind, last_inbound_at=now())
+            await self._note_environment_inbound()
             return await self.environment.accept(delivery)
         store = self.context.connections
         connection = None if store is None else await store.find(connection_id)
@@ -145,6 +148,15 @@ class ConnectionKind:
         async with vendor_boundary(connection):
             work = await handler.accept(delivery, connection)
         return masked_work(work, connection, self.context)
+
+    async def _note_environment_inbound(self) -> None:
+        """The environment channel's ``last_inbound_at``, written at most once a minute per process: a
+        round trip on every turn would cost more than a minute's precision on the Channels screen is worth."""
+        loop_now = asyncio.get_running_loop().time()
+        if self.context.connections is None or loop_now - self._environment_noted_at < ENVIRONMENT_NOTE_EVERY_S:
+            return
+        self._environment_noted_at = loop_now
+        await self.context.connections.note_environment(self.kind, last_inbound_at=now())
 
     def sink_for(self, delivery: Delivery) -> ReplySink:
         connection_id, _ = split_delivery_id(delivery.dedup_id)
