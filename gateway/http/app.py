@@ -90,7 +90,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
                          conversations_router, agent_api.admin, api_keys_api.router, connections_api.router,
                          insights_router, tool_sources_api.router):
         app.include_router(admin_router, responses=ADMIN)
-    app.include_router(feedback_router, responses=ADMIN)  # a visitor's session or the admin token (gateway.http.feedback)
+    app.include_router(feedback_router, responses=ADMIN)  # a visitor's session or the admin token
     app.include_router(agent_api.callers, responses=CALLER)
     app.include_router(openai_compat.router, responses=CALLER)
     app.router.routes.append(mcp.route())
