@@ -9,7 +9,6 @@ import argparse
 import asyncio
 import getpass
 import sys
-from pathlib import Path
 
 from gateway.core.settings import Settings
 
@@ -44,31 +43,16 @@ def _password(from_stdin: bool) -> str:
 
 
 async def _create(settings: Settings, name: str, role: str | None, password: str) -> str:
-    from redis.asyncio import Redis
-
+    from gateway.cli.local_redis import local_redis
     from gateway.conversation.operators import Operators
     from gateway.conversation.store import RedisStore
-    from gateway.jobs.embedded import EmbeddedRedis
 
-    started = None
-    url = settings.redis_url
-    if url is None:
-        embedded = EmbeddedRedis(settings.data_dir / "redis")
-        if not await asyncio.to_thread(Path(embedded.socket_path).exists):  # no gateway on this data dir
-            await asyncio.to_thread(embedded.start)
-            started = embedded
-        url = embedded.url
-    redis = Redis.from_url(url, socket_connect_timeout=settings.redis_connect_timeout_s)
-    try:
+    async with local_redis(settings) as redis:
         operators = Operators(RedisStore(redis, settings.agent_id))
         if role is None:  # the first account must be able to run the console
             role = "admin" if await operators.count() == 0 else "operator"
         operator = await operators.create(name, password, role)  # type: ignore[arg-type]
         return f"created {operator.role} {operator.username}"
-    finally:
-        await redis.aclose()
-        if started is not None:
-            started.stop()
 
 
 def _admin(args: argparse.Namespace, settings: Settings) -> int:

@@ -12,10 +12,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from pathlib import Path
 
+from gateway.cli.local_redis import local_redis
 from gateway.core.settings import Settings
 
 __all__ = ["register_connections"]
@@ -33,31 +31,6 @@ def register_connections(sub: argparse._SubParsersAction) -> None:
     connections.set_defaults(func=_connections)
 
 
-@asynccontextmanager
-async def _redis(settings: Settings) -> AsyncIterator:
-    """The configured Redis, or the embedded one under the data dir (the running gateway's if it is up,
-    else started for the moment)."""
-    from redis.asyncio import Redis
-
-    from gateway.jobs.embedded import EmbeddedRedis
-
-    started = None
-    url = settings.redis_url
-    if url is None:
-        embedded = EmbeddedRedis(settings.data_dir / "redis")
-        if not await asyncio.to_thread(Path(embedded.socket_path).exists):
-            await asyncio.to_thread(embedded.start)
-            started = embedded
-        url = embedded.url
-    redis = Redis.from_url(url, socket_connect_timeout=settings.redis_connect_timeout_s)
-    try:
-        yield redis
-    finally:
-        await redis.aclose()
-        if started is not None:
-            await asyncio.to_thread(started.stop)
-
-
 async def _run(settings: Settings, command: str) -> int:
     from gateway.connections.key_file import secret_keys
     from gateway.connections.secrets import CredentialBox
@@ -67,7 +40,7 @@ async def _run(settings: Settings, command: str) -> int:
     keys = await asyncio.to_thread(secret_keys, settings, create=False)
     box = CredentialBox(keys.raw, keys.generated_file)
     where = f"the generated key in {keys.generated_file}" if keys.generated_file else "SWITCHBOARD_SECRET_KEY"
-    async with _redis(settings) as redis:
+    async with local_redis(settings) as redis:
         store = ConnectionStore(RedisStore(redis, settings.agent_id), box)
         report = await (store.rotate_keys() if command == "rotate-keys" else store.check_keys())
     if box.ready:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from pathlib import Path
 
 from gateway.core.settings import Settings
 
@@ -19,36 +18,21 @@ def register_demo(sub: argparse._SubParsersAction) -> None:
 
 
 async def _remove_local(settings: Settings):
-    from redis.asyncio import Redis
-
     from gateway.catalogue import CUSTOMER_ATTRIBUTES
     from gateway.cli.kb import _local
+    from gateway.cli.local_redis import local_redis
     from gateway.conversation.attributes import CustomerAttributes
     from gateway.conversation.store import RedisStore
     from gateway.core.clock import Clock
-    from gateway.jobs.embedded import EmbeddedRedis
     from gateway.knowledge.demo import remove_demo
     from gateway.live.calendar import CalendarService
 
-    started = None
-    url = settings.redis_url
-    if url is None:
-        embedded = EmbeddedRedis(settings.data_dir / "redis")
-        if not await asyncio.to_thread(Path(embedded.socket_path).exists):  # no gateway on this data dir
-            await asyncio.to_thread(embedded.start)
-            started = embedded
-        url = embedded.url
-    redis = Redis.from_url(url, socket_connect_timeout=settings.redis_connect_timeout_s)
-    try:
+    async with local_redis(settings) as redis:
         attributes = CustomerAttributes(RedisStore(redis, settings.agent_id), CUSTOMER_ATTRIBUTES)
         removal = await _local(settings, remove_demo, attributes)
         if removal.attributes:  # no gateway hears the change: the stored calendar is rebuilt here
             await CalendarService(attributes, Clock()).rebuild()
         return removal
-    finally:
-        await redis.aclose()
-        if started is not None:
-            started.stop()
 
 
 def _demo(args: argparse.Namespace, settings: Settings) -> int:
