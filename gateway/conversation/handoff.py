@@ -90,10 +90,16 @@ class Handoffs:
     async def many(self, ids: list[str]) -> dict[str, Handoff]:
         if not ids:
             return {}
+        # Only the index's members have a state: one ZMSCORE finds them, and only their states are read (a
+        # page of a thousand ended conversations, of which none is handed off, is one command, not a thousand).
+        scores = await self.redis.zmscore(self._index, ids)
+        held = [i for i, score in zip(ids, scores, strict=True) if score is not None]
+        if not held:
+            return {}
         pipe = self.redis.pipeline(transaction=False)
-        for conversation_id in ids:
+        for conversation_id in held:
             pipe.hgetall(self._state_key(conversation_id))
-        found = (_parse(i, raw) for i, raw in zip(ids, await pipe.execute(), strict=True))
+        found = (_parse(i, raw) for i, raw in zip(held, await pipe.execute(), strict=True))
         return {h.conversation_id: h for h in found if h is not None}
 
     @property
