@@ -14,6 +14,7 @@ from fastapi.responses import RedirectResponse, Response
 
 from admin_ui.render import page
 from admin_ui.security import COOKIE, PREFIX, Signed, check_csrf, services_of, signed_in
+from gateway.core.command import cli_command
 from gateway.core.errors import RateLimited
 from gateway.http.auth import client_address
 
@@ -32,7 +33,8 @@ def _login_page(request: Request, *, next_path: str, username: str = "", error: 
                 status_code: int = 200, first_run: bool = False) -> Response:
     token = secrets.token_urlsafe(24)
     response = page(request, "login.html", None, status_code, login_token=token, next=next_path,
-                    username=username, error=error, first_run=first_run)
+                    username=username, error=error, first_run=first_run,
+                    cli=cli_command())
     response.set_cookie(LOGIN_COOKIE, token, httponly=True, samesite="strict", path=f"{PREFIX}/login",
                         secure=_secure(request))
     return response

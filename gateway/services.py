@@ -46,6 +46,7 @@ from gateway.conversation.turn_lock import TurnLock
 from gateway.core.blas import limit_blas_threads
 from gateway.core.client_address import ClientAddresses
 from gateway.core.clock import Clock
+from gateway.core.command import cli_command
 from gateway.core.errors import GatewayError
 from gateway.core.events import AttributeChanged, ConversationEnded, ConversationStarted, EventBus
 from gateway.core.metrics import Metrics
@@ -412,8 +413,8 @@ class Services:
             if await self.operators.count() > 0:
                 return
             if password is None:
-                log.warning("console: no account yet. Create the first admin with `switchboard operators create "
-                            "NAME` (it asks for a password), or start with SWITCHBOARD_ADMIN_PASSWORD set")
+                log.warning("console: no account yet. Create the first admin with `%s operators create NAME` (it "
+                            "asks for a password), or start with SWITCHBOARD_ADMIN_PASSWORD set", cli_command())
                 return
             await self.operators.create(self.settings.admin_user, password.get_secret_value(), "admin")
             log.info("console: created the first admin %r", self.settings.admin_user)

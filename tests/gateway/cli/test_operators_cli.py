@@ -7,14 +7,16 @@ import logging
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import httpx
 
+from gateway.core.command import cli_command
 from gateway.http.app import create_app
 from tests.admin_ui.conftest import sign_in
 from tests.fakes.live_server import LiveServer
 
-HINT = "switchboard operators create NAME"
+HINT = f"{cli_command()} operators create NAME"  # `.venv/bin/switchboard …` after `make run`
 
 
 def _operators(settings, *args: str, password: str) -> subprocess.CompletedProcess:
@@ -54,3 +56,22 @@ def test_serve_prints_where_the_chat_and_console_are(settings, tmp_path):
         server.terminate()
         server.wait(timeout=20)
     assert "web chat http://127.0.0.1:0/chat" in line and "console http://127.0.0.1:0/admin" in line
+
+
+def _cli_command(cwd, path: str) -> str:
+    code = "from gateway.core.command import cli_command; print(cli_command())"
+    env = {**os.environ, "PATH": path}
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=60, check=True).stdout.strip()
+
+
+def test_the_hint_names_the_command_as_this_machine_runs_it(tmp_path):
+    """After `make run` the command is the venv's (`.venv/bin/switchboard`), not on the shell's PATH: the
+    hint says that path; where the PATH finds this installation's command, its bare name."""
+    script = Path(sys.prefix) / "bin" / "switchboard"
+    assert script.exists(), "the suite runs from an installed checkout"
+    without = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if Path(p) != script.parent)
+    from_checkout = _cli_command(script.parent.parent.parent, without)
+    assert from_checkout == os.path.relpath(script, script.parent.parent.parent)  # `.venv/bin/switchboard`
+    assert _cli_command(tmp_path, without) in (str(script), os.path.relpath(script, tmp_path))
+    assert _cli_command(tmp_path, f"{script.parent}{os.pathsep}{without}") == "switchboard"
