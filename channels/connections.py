@@ -136,7 +136,12 @@ class ConnectionKind:
             if self.environment is None:
                 raise DeliveryRejected(f"no {self.name!r} channel is configured by environment variables")
             await self._note_environment_inbound()
-            return await self.environment.accept(delivery)
+            environment = self.context.environment_connections.get(self.kind)
+            if environment is None:  # pragma: no cover - a configured channel has its credentials
+                return await self.environment.accept(delivery)
+            async with vendor_boundary(environment):
+                work = await self.environment.accept(delivery)
+            return masked_work(work, environment, self.context)
         store = self.context.connections
         connection = None if store is None else await store.find(connection_id)
         if connection is None or not connection.enabled:
@@ -163,7 +168,9 @@ class ConnectionKind:
         if connection_id is None:
             if self.environment is None:
                 raise DeliveryRejected(f"no {self.name!r} channel is configured by environment variables")
-            return self.environment.sink_for(delivery)
+            sink = self.environment.sink_for(delivery)
+            environment = self.context.environment_connections.get(self.kind)
+            return sink if environment is None else MaskedSink.of(sink, environment, self.context)
         return LateSink(lambda: self._sink(delivery, connection_id))
 
     async def _sink(self, delivery: Delivery, connection_id: str) -> ReplySink:

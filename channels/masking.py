@@ -7,7 +7,8 @@ runs inside ``vendor_boundary``: log records made there are masked as they are m
 leaving it has the credentials masked and its vendor cause cut off. A sink's ``DeliveryReport`` (whose
 ``error`` becomes the reply's delivery error, the turn trace's and the connection's ``last_error``) is
 masked the same way. Before a reply goes out, the sink checks (one cached read) that its connection
-is still there and enabled: a turn that was running when an operator disabled or deleted the
+is still there and enabled (an environment-configured channel, the read-only connection ``default``,
+always is): a turn that was running when an operator disabled or deleted the
 connection (its token leaked, say) records its reply as not sent instead of sending it.
 """
 
@@ -113,7 +114,7 @@ class MaskedSink:
     async def _withheld(self) -> DeliveryReport | None:
         """Why the reply must not go out: its connection was deleted or disabled while the turn ran."""
         store = self._context.connections
-        if store is None:
+        if store is None or self._connection.read_only:  # the environment's channels: never disabled here
             return None
         current = await store.find(self._connection.id)
         if current is not None and current.enabled:

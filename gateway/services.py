@@ -27,6 +27,7 @@ from gateway.agents.settings_agent import sync_channel_agent
 from gateway.agents.store import AgentStore
 from gateway.catalogue import CUSTOMER_ATTRIBUTES, PERSONA_ATTRIBUTES
 from gateway.connections.key_file import secret_keys
+from gateway.connections.model import Connection, environment_connections
 from gateway.connections.secrets import CredentialBox
 from gateway.connections.service import Connections
 from gateway.connections.store import ConnectionStore
@@ -130,6 +131,9 @@ class ChannelContext:
     # conn (issue 28): connections the webhooks route by, and each kind's vendor check (channels fill it)
     connections: ConnectionStore | None = None
     connection_verifiers: dict[str, ConnectionVerifier] = field(default_factory=dict)
+    # the environment-configured channels by kind (the read-only connection ``default``): their vendor
+    # errors are masked by these credentials as a connection's are by its own
+    environment_connections: dict[str, Connection] = field(default_factory=dict)
 
     async def ack_delivery(self, channel: str, dedup_id: str, order_key: str, body: str | bytes) -> bool:
         """Queue a verified delivery in the inbox (one round trip); False, counted, for a vendor's retry."""
@@ -432,7 +436,7 @@ class Services:
             live=self.live_feed, on_start=self.on_start, on_stop=self.on_stop, rate_limits=self.rate_limits,
             connections=self.connections.store if self.connections else None,
             connection_verifiers=self.connections.verifiers if self.connections else {},
-            visitors=self.visitors,
+            visitors=self.visitors, environment_connections=environment_connections(self.settings),
         )
 
     async def start(self) -> None:

@@ -10,9 +10,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gateway.connections.state import describe
 from gateway.core.models import new_id, utcnow
+from gateway.core.settings import Settings
 
 __all__ = ["DEFAULT_ID", "KINDS", "REQUIRED", "SECRET_FIELDS", "Connection", "ConnectionStatus", "Kind",
-           "is_connection_id", "mask", "webhook_path"]
+           "environment_connections", "is_connection_id", "mask", "webhook_path"]
 
 Kind = Literal["telegram", "slack", "twilio_sms", "twilio_voice", "whatsapp"]
 KINDS: tuple[str, ...] = get_args(Kind)
@@ -112,3 +113,22 @@ class Connection(BaseModel):
             self.kind, enabled=self.enabled, read_only=self.read_only, verified_at=self.status.verified_at,
             check_error=self.status.check_error)
         return body
+
+
+def environment_connections(settings: Settings) -> dict[str, Connection]:
+    """The channels configured by environment variables, by kind, as the read-only connection ``default``
+    (statuses empty): what the connections list shows, and whose credentials an environment channel's
+    vendor errors are masked by."""
+    found: dict[str, dict[str, str]] = {}
+    if settings.telegram_bot_token is not None:
+        found["telegram"] = {"bot_token": settings.telegram_bot_token.get_secret_value()}
+    if settings.slack_bot_token is not None and settings.slack_signing_secret is not None:
+        found["slack"] = {"bot_token": settings.slack_bot_token.get_secret_value(),
+                          "signing_secret": settings.slack_signing_secret.get_secret_value()}
+    if settings.twilio_account_sid and settings.twilio_auth_token:
+        twilio = {"account_sid": settings.twilio_account_sid,
+                  "auth_token": settings.twilio_auth_token.get_secret_value(),
+                  "phone_number": settings.twilio_from_number or ""}
+        found["twilio_sms"] = found["twilio_voice"] = twilio
+    return {kind: Connection(id=DEFAULT_ID, kind=kind, name="default", credentials=creds, read_only=True)
+            for kind, creds in found.items()}

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gateway.agents.store import LATEST, AgentStore
-from gateway.connections.model import DEFAULT_ID, KINDS, REQUIRED, Connection, Kind
+from gateway.connections.model import DEFAULT_ID, KINDS, REQUIRED, Connection, Kind, environment_connections
 from gateway.connections.store import ConnectionStore
 from gateway.connections.verify import ConnectionVerifier, CredentialsRefused, VendorUnreachable
 from gateway.core.errors import Conflict, InvalidInput, NotFound
@@ -216,16 +216,5 @@ class Connections:
 
     async def environment(self) -> list[Connection]:
         """The channels configured by environment variables, as the read-only connection ``default``."""
-        s = self.settings
-        found: list[tuple[Kind, dict[str, str]]] = []
-        if s.telegram_bot_token is not None:
-            found.append(("telegram", {"bot_token": s.telegram_bot_token.get_secret_value()}))
-        if s.slack_bot_token is not None and s.slack_signing_secret is not None:
-            found.append(("slack", {"bot_token": s.slack_bot_token.get_secret_value(),
-                                    "signing_secret": s.slack_signing_secret.get_secret_value()}))
-        if s.twilio_account_sid and s.twilio_auth_token:
-            twilio = {"account_sid": s.twilio_account_sid, "auth_token": s.twilio_auth_token.get_secret_value(),
-                      "phone_number": s.twilio_from_number or ""}
-            found += [("twilio_sms", twilio), ("twilio_voice", twilio)]
-        return [Connection(id=DEFAULT_ID, kind=kind, name="default", credentials=creds, read_only=True,
-                           status=await self.store.environment_status(kind)) for kind, creds in found]
+        return [connection.model_copy(update={"status": await self.store.environment_status(kind)})
+                for kind, connection in environment_connections(self.settings).items()]
