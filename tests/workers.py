@@ -32,14 +32,16 @@ def stop_workers(*procs: subprocess.Popen | None) -> None:
             pass
 
 
-def start_gateway(env: dict[str, str], port: int) -> subprocess.Popen:
-    """``switchboard serve`` on ``port`` with ``env`` over this process's environment, once it answers /healthz."""
+def start_gateway(env: dict[str, str], port: int, *, cwd=None, unset: tuple[str, ...] = ()) -> subprocess.Popen:
+    """``switchboard serve`` on ``port`` with ``env`` over this process's environment (less ``unset``), once
+    it answers /healthz."""
     import time
 
     import httpx
 
-    proc = subprocess.Popen([sys.executable, "-m", "gateway", "serve", "--port", str(port)], env={**os.environ, **env},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    inherited = {k: v for k, v in os.environ.items() if k not in unset}
+    proc = subprocess.Popen([sys.executable, "-m", "gateway", "serve", "--port", str(port)], env={**inherited, **env},
+                            cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:

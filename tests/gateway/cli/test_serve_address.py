@@ -5,43 +5,25 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
-import sys
-import time
 
 import httpx
 import pytest
 
 from tests.admin_ui.conftest import PASSWORD, sign_in
+from tests.fakes.live_server import free_port
+from tests.workers import start_gateway
 
 ADMIN = {"Authorization": "Bearer admin-secret"}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _serve(tmp_path, port: int, **settings: str) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if k != "SWITCHBOARD_PUBLIC_URL"}
-    env.update({"SWITCHBOARD_DATA_DIR": str(tmp_path / "data"), "SWITCHBOARD_EMBEDDINGS": "none",
-                "SWITCHBOARD_QDRANT_URL": ":memory:", "SWITCHBOARD_ADMIN_TOKEN": "admin-secret",
-                "SWITCHBOARD_ADMIN_USER": "root", "SWITCHBOARD_ADMIN_PASSWORD": PASSWORD,
-                "SWITCHBOARD_TWILIO_ACCOUNT_SID": "AC" + "0" * 32, "SWITCHBOARD_TWILIO_AUTH_TOKEN": "t" * 32,
-                "SWITCHBOARD_TWILIO_FROM_NUMBER": "+15550001111", "SWITCHBOARD_LOG_LEVEL": "WARNING", **settings})
-    proc = subprocess.Popen([sys.executable, "-m", "gateway", "serve", "--port", str(port)], env=env, cwd=tmp_path,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    _stop(proc)
-    pytest.fail("the gateway did not start")
+    env = {"SWITCHBOARD_DATA_DIR": str(tmp_path / "data"), "SWITCHBOARD_EMBEDDINGS": "none",
+           "SWITCHBOARD_QDRANT_URL": ":memory:", "SWITCHBOARD_ADMIN_TOKEN": "admin-secret",
+           "SWITCHBOARD_ADMIN_USER": "root", "SWITCHBOARD_ADMIN_PASSWORD": PASSWORD,
+           "SWITCHBOARD_TWILIO_ACCOUNT_SID": "AC" + "0" * 32, "SWITCHBOARD_TWILIO_AUTH_TOKEN": "t" * 32,
+           "SWITCHBOARD_TWILIO_FROM_NUMBER": "+15550001111", "SWITCHBOARD_LOG_LEVEL": "WARNING", **settings}
+    return start_gateway(env, port, cwd=tmp_path, unset=("SWITCHBOARD_PUBLIC_URL",))
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -54,7 +36,7 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 def test_urls_name_the_port_the_gateway_serves_on(tmp_path):
-    port = _free_port()
+    port = free_port()
     proc = _serve(tmp_path, port)
     base = f"http://127.0.0.1:{port}"
     try:

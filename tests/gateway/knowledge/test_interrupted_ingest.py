@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -17,15 +16,9 @@ import pytest
 
 from gateway.http.app import create_app
 from tests.conftest import make_settings
-from tests.fakes.live_server import LiveServer
+from tests.fakes.live_server import LiveServer, free_port
 
 ADMIN = {"Authorization": "Bearer admin-secret"}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _serve(tmp_path, port: int, **settings: str) -> subprocess.Popen:
@@ -69,7 +62,7 @@ def _upload_in_background(url: str, data: bytes, name: str = "big.txt") -> None:
 
 
 def test_a_killed_ingest_is_failed_with_the_reason_after_the_restart(tmp_path):
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     proc = _serve(tmp_path, port)
     try:
@@ -102,7 +95,7 @@ def _session(pid: int) -> list[int]:
 
 
 def test_sigterm_is_not_held_up_by_an_extraction(tmp_path):
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     proc = _serve(tmp_path, port, SWITCHBOARD_SHUTDOWN_GRACE_S="1")
     try:
