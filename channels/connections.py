@@ -43,10 +43,10 @@ log = logging.getLogger(__name__)
 
 # kind -> (the module with its ``build_connections(context)``, the inbox channel name, its webhook paths)
 CONNECTION_MODULES: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    "telegram": ("channels.telegram_connections", "telegram", ("/channels/telegram/{connection_id}/webhook",)),
-    "slack": ("channels.slack_connections", "slack", ("/channels/slack/{connection_id}/events",)),
-    "twilio_sms": ("channels.twilio_connections", "twilio_sms", ("/channels/twilio/{connection_id}/sms",)),
-    "whatsapp": ("channels.whatsapp", "whatsapp", ("/channels/whatsapp/{connection_id}",
+    "telegram": ("channels.telegram.connection", "telegram", ("/channels/telegram/{connection_id}/webhook",)),
+    "slack": ("channels.slack.connection", "slack", ("/channels/slack/{connection_id}/events",)),
+    "twilio_sms": ("channels.twilio.connection", "twilio_sms", ("/channels/twilio/{connection_id}/sms",)),
+    "whatsapp": ("channels.twilio.whatsapp", "whatsapp", ("/channels/whatsapp/{connection_id}",
                                                    "/channels/whatsapp/{connection_id}/status")),
 }
 
@@ -216,8 +216,8 @@ DOCS = {  # webhook path -> its operation in webhook_docs
     "/channels/whatsapp/{connection_id}": "WHATSAPP", "/channels/whatsapp/{connection_id}/status": "WHATSAPP_STATUS",
 }
 
-# kinds checked with the vendor on save, not routed per connection yet: kind -> class in channels.vendor_checks
-CHECK_ONLY = {"twilio_voice": "TwilioVoiceCheck"}
+# kinds checked with the vendor on save, not routed per connection yet: kind -> (module, class)
+CHECK_ONLY = {"twilio_voice": ("channels.twilio.voice_check", "TwilioVoiceCheck")}
 
 
 class CheckOnly:
@@ -227,8 +227,9 @@ class CheckOnly:
         self.kind, self.context = kind, context
 
     async def _check(self):
-        module = await asyncio.to_thread(import_module, "channels.vendor_checks")
-        return getattr(module, CHECK_ONLY[self.kind])(self.context)
+        module_name, name = CHECK_ONLY[self.kind]
+        module = await asyncio.to_thread(import_module, module_name)
+        return getattr(module, name)(self.context)
 
     async def verify(self, connection: Connection, webhook_url: str) -> str | None:
         check = await self._check()

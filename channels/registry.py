@@ -26,19 +26,19 @@ class ChannelEntry:
 
 
 CHANNELS: dict[str, ChannelEntry] = {
-    "webchat": ChannelEntry("channels.webchat", lambda s: True),
-    "telegram": ChannelEntry("channels.telegram", lambda s: s.telegram_bot_token is not None),
+    "webchat": ChannelEntry("channels.webchat.adapter", lambda s: True),
+    "telegram": ChannelEntry("channels.telegram.adapter", lambda s: s.telegram_bot_token is not None),
     "slack": ChannelEntry(
-        "channels.slack", lambda s: s.slack_bot_token is not None and s.slack_signing_secret is not None
+        "channels.slack.adapter", lambda s: s.slack_bot_token is not None and s.slack_signing_secret is not None
     ),
     "twilio_sms": ChannelEntry(
-        "channels.twilio_sms", lambda s: bool(s.twilio_account_sid and s.twilio_auth_token)
+        "channels.twilio.sms", lambda s: bool(s.twilio_account_sid and s.twilio_auth_token)
     ),
     "twilio_voice": ChannelEntry(
-        "channels.twilio_voice", lambda s: bool(s.twilio_account_sid and s.twilio_auth_token)
+        "channels.twilio.voice", lambda s: bool(s.twilio_account_sid and s.twilio_auth_token)
     ),
     "twilio_relay": ChannelEntry(
-        "channels.twilio_relay",
+        "channels.twilio.relay",
         lambda s: s.twilio_voice_mode == "relay" and bool(s.twilio_account_sid and s.twilio_auth_token),
     ),
 }

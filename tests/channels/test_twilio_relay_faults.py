@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from channels.twilio_relay import MAX_TURNS_IN_FLIGHT, MAX_WORD_CHARS
+from channels.twilio.relay import MAX_TURNS_IN_FLIGHT, MAX_WORD_CHARS
 from gateway.core.models import Role
 from tests.channels import vendors
 from tests.channels.conftest import metric, wait_until

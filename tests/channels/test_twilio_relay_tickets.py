@@ -10,7 +10,7 @@ import time
 import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from channels.twilio_relay import relay_url
+from channels.twilio.relay import relay_url
 from gateway.core.models import Role
 from tests.channels import vendors
 from tests.channels.conftest import metric, wait_until
@@ -108,7 +108,7 @@ def test_a_setup_naming_another_caller_is_refused_before_it_reads_their_history(
         closed = _closed(ws)
     assert closed.rcvd.code == 1008
     assert metric(client, REFUSED_SETUP) == refused + 2
-    logged = [r.getMessage() for r in caplog.records if r.name == "channels.twilio_relay"]
+    logged = [r.getMessage() for r in caplog.records if r.name == "channels.twilio.relay"]
     assert any(f"relay setup refused: it names call {CALL_SID} and another caller" in line for line in logged)
     assert VICTIM not in "\n".join(logged)  # the claimed number is not written to the log
     time.sleep(0.3)

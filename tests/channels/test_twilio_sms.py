@@ -92,7 +92,7 @@ def test_sms_and_voice_from_one_number_are_one_persona(client, live, stored):
 # which would land on the event loop inside the first burst's turns, in front of that burst's webhook acks.
 FIRST_SEND = """
 import asyncio, sys, types
-from channels.twilio_rest import TwilioRest
+from channels.twilio.rest import TwilioRest
 from gateway.core.settings import Settings
 
 async def main():

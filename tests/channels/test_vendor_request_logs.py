@@ -40,6 +40,6 @@ def test_twilio_and_llm_request_urls_are_not_logged_and_our_line_masks_the_sid(c
     assert twilio_api.ACCOUNT_SID not in written
     assert [line for line in lines.lines if line.startswith(("twilio.", "httpx"))] == []
     masked = f"{fake_twilio.url}/2010-04-01/Accounts/••••{twilio_api.ACCOUNT_SID[-4:]}/Messages.json"
-    assert f"channels.twilio_rest: twilio POST {masked}: HTTP 201" in lines.lines
+    assert f"channels.twilio.rest: twilio POST {masked}: HTTP 201" in lines.lines
     for name in ("twilio", "twilio.http_client", "twilio.async_http_client", "httpx", "httpx2"):
         assert logging.getLogger(name).getEffectiveLevel() == logging.WARNING, name

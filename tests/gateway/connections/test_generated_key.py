@@ -14,7 +14,7 @@ import httpx
 from cryptography.fernet import Fernet
 from pydantic import SecretStr
 
-import channels.telegram_connections  # noqa: F401 - imported here once, not inside a gateway's 20 s start-up
+import channels.telegram.connection  # noqa: F401 - imported here once, not inside a gateway's 20 s start-up
 from gateway.http.app import create_app
 from tests.admin_ui.conftest import PASSWORD, sign_in
 from tests.channels.connections_support import ADMIN, telegram_only  # noqa: F401 - a fixture

@@ -15,7 +15,7 @@ from cryptography.fernet import Fernet
 from pydantic import SecretStr
 from redis.asyncio import Redis
 
-import channels.telegram_connections  # noqa: F401 - imported here once, not inside a gateway's 20 s start-up
+import channels.telegram.connection  # noqa: F401 - imported here once, not inside a gateway's 20 s start-up
 from gateway.connections.model import Connection
 from gateway.connections.secrets import CredentialBox
 from gateway.connections.store import ConnectionStore

@@ -25,9 +25,9 @@ from channels.errors import ChannelRejected
 from channels.masking import MaskedSink
 from channels.outbound_retry import RetryPolicy
 from channels.render import render
-from channels.twilio_connections import TwilioAccountConnections
-from channels.twilio_rest import TwilioRest, verified_form
-from channels.twilio_sms import twiml
+from channels.twilio.connection import TwilioAccountConnections
+from channels.twilio.rest import TwilioRest, verified_form
+from channels.twilio.sms import twiml
 from gateway.channel import (
     Attachment,
     BadRequest,

@@ -33,7 +33,7 @@ from channels.delivery import deliver_parts, reject_unverified, run_work, turn_r
 from channels.errors import ChannelRateLimited, ChannelRejected, ChannelUnavailable
 from channels.outbound_retry import RetryPolicy, send_with_retry
 from channels.render import html_to_text, render
-from channels.telegram_updates import (
+from channels.telegram.updates import (
     CHANNEL,
     ChatTarget,
     ChatText,

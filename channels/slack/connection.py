@@ -12,8 +12,8 @@ from fastapi import Request, Response
 from slack_sdk.web.async_client import AsyncWebClient
 
 from channels.connections import note_delivery
-from channels.slack import CAPABILITIES, SlackAdapter, SlackSink
-from channels.vendor_checks import SlackCheck
+from channels.slack.adapter import CAPABILITIES, SlackAdapter, SlackSink
+from channels.slack.check import SlackCheck
 from gateway.channel import ChannelContext, Connection, Delivery, DeliveryReport, TurnWork
 
 __all__ = ["SlackConnections", "build_connections"]

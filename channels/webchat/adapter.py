@@ -12,8 +12,8 @@ from fastapi import APIRouter, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import HTMLResponse, Response
 from pydantic import BaseModel, Field, ValidationError
 
-from channels.webchat_sessions import WebSession, WebSessions
-from channels.webchat_turns import TurnState, WebTurns
+from channels.webchat.sessions import WebSession, WebSessions
+from channels.webchat.turns import TurnState, WebTurns
 from gateway.channel import (
     BadRequest,
     Capabilities,
@@ -52,7 +52,7 @@ class ChatMessageIn(BaseModel):
 
 
 def _static(name: str) -> str:
-    return resources.files("channels.static").joinpath(name).read_text(encoding="utf-8")
+    return resources.files("channels.webchat.static").joinpath(name).read_text(encoding="utf-8")
 
 
 class _CollectingSink:
@@ -380,7 +380,7 @@ class WebChatAdapter:
 
         @router.get("/favicon.ico", include_in_schema=False)
         async def favicon_ico() -> Response:
-            icon = resources.files("channels.static").joinpath("favicon.ico").read_bytes()
+            icon = resources.files("channels.webchat.static").joinpath("favicon.ico").read_bytes()
             return Response(icon, media_type="image/x-icon", headers=ICON_CACHE)
 
         return router

@@ -22,7 +22,7 @@ from channels.delivery import deliver_parts, turn_runner
 from channels.errors import ChannelRejected
 from channels.outbound_retry import RetryPolicy
 from channels.render import render
-from channels.twilio_rest import SmsWebhook, TwilioRest, twilio_configured, verified_form
+from channels.twilio.rest import SmsWebhook, TwilioRest, twilio_configured, verified_form
 from gateway.channel import (
     Attachment,
     BadRequest,

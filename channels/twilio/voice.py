@@ -22,8 +22,8 @@ from twilio.twiml.voice_response import Connect, ConversationRelay, Gather, Voic
 from channels import webhook_docs
 from channels.delivery import turn_runner
 from channels.render import render
-from channels.twilio_relay_tickets import issue_relay_url
-from channels.twilio_rest import CallWebhook, twilio_configured, verified_form
+from channels.twilio.relay_tickets import issue_relay_url
+from channels.twilio.rest import CallWebhook, twilio_configured, verified_form
 from gateway.channel import (
     BadRequest,
     Capabilities,

@@ -24,8 +24,8 @@ from channels.connections import note_delivery
 from channels.delivery import reject_unverified
 from channels.errors import ChannelRejected
 from channels.outbound_retry import RetryPolicy
-from channels.telegram import ALLOWED_UPDATES, CAPABILITIES, SECRET_HEADER, TelegramSink, _call
-from channels.telegram_updates import (
+from channels.telegram.adapter import ALLOWED_UPDATES, CAPABILITIES, SECRET_HEADER, TelegramSink, _call
+from channels.telegram.updates import (
     CHANNEL,
     ChatText,
     Ignored,

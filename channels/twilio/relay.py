@@ -2,13 +2,13 @@
 side and talks to us over one WebSocket per call (``/channels/twilio/relay``).
 
 The upgrade must be signed by Twilio over the full URL and carry the call's single-use ticket
-(``channels.twilio_relay_tickets``): the socket serves that call and caller only, and a ``setup`` naming
+(``channels.twilio.relay_tickets``): the socket serves that call and caller only, and a ``setup`` naming
 another is refused. Each final ``prompt`` runs one turn of the shared pipeline (knowledge context inline
 by default, the handoff gate, traces, memory). The model's deltas go back as ``text`` tokens in whole
 words, markdown and citation markers stripped, so the caller hears the first words while the model still
 writes. An ``interrupt`` (the caller barged in) cancels the model's stream at once and stores only what
 the caller heard. A request for a person ends the session with ``handoffData``; the ``<Connect action>``
-webhook then dials ``SWITCHBOARD_TWILIO_HANDOFF_NUMBER`` (``channels.twilio_voice``). A socket is bounded:
+webhook then dials ``SWITCHBOARD_TWILIO_HANDOFF_NUMBER`` (``channels.twilio.voice``). A socket is bounded:
 a setup deadline, an idle limit, caps on sockets per caller and in all, a frame size, a prompt length.
 """
 
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from twilio.request_validator import RequestValidator
 
-from channels.twilio_relay_tickets import RELAY_PATH, TICKET_PARAM, RelayTicket, RelayTickets, relay_url
+from channels.twilio.relay_tickets import RELAY_PATH, TICKET_PARAM, RelayTicket, RelayTickets, relay_url
 from gateway.channel import Capabilities, ChannelContext, DeliveryReport, InboundMessage, InvalidJSON, decode_json
 
 __all__ = ["CHANNEL", "MAX_TURNS_IN_FLIGHT", "MAX_WORD_CHARS", "RELAY_PATH", "RelaySink", "TwilioRelayAdapter",

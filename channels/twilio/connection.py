@@ -17,8 +17,8 @@ from pydantic import ValidationError
 from channels.connections import note_delivery
 from channels.errors import ChannelRejected, ChannelUnavailable
 from channels.outbound_retry import RetryPolicy
-from channels.twilio_rest import SmsWebhook, TwilioRest, verified_form
-from channels.twilio_sms import (
+from channels.twilio.rest import SmsWebhook, TwilioRest, verified_form
+from channels.twilio.sms import (
     CAPABILITIES,
     CHANNEL,
     OptOuts,

@@ -1,7 +1,4 @@
-"""Vendor checks without a webhook side: Slack's ``auth.test`` (used by the Slack connections) and
-Twilio voice (the account), a kind whose calls are not routed per connection yet: its connections
-are stored, verified and listed, its calls still go to the environment-configured number.
-"""
+"""Slack's ``auth.test``: a Slack connection's credentials checked on save."""
 
 from __future__ import annotations
 
@@ -11,7 +8,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from gateway.channel import ChannelContext, Connection, CredentialsRefused, VendorUnreachable
 
-__all__ = ["SlackCheck", "TwilioVoiceCheck"]
+__all__ = ["SlackCheck"]
 
 
 class SlackCheck:
@@ -35,16 +32,3 @@ class SlackCheck:
 
     async def forget(self, connection: Connection) -> None:
         return None  # the app's Request URL is set in Slack's app settings by the operator
-
-
-class TwilioVoiceCheck:
-    def __init__(self, context: ChannelContext) -> None:
-        self.context = context
-
-    async def verify(self, connection: Connection, webhook_url: str) -> str | None:
-        from channels.twilio_connections import twilio_account  # twilio's client: imported on first use
-
-        return await twilio_account(self.context, connection)
-
-    async def forget(self, connection: Connection) -> None:
-        return None

@@ -1,0 +1,3 @@
+"""Telegram: the environment's bot (``adapter``: webhook or polling, sending), the update parser
+(``updates``) and bots added as connections (``connection``).
+"""
