@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from channels.connections import NotedSink, persona_scope
+from channels.connections import NotedSink, now, persona_scope
 from channels.masking import MaskedSink
 from channels.twilio.relay_tickets import RELAY_PATH
 from gateway.channel import ChannelContext, Connection, InboundMessage, ReplySink, Settings, scope_identity, scoped
@@ -61,6 +61,11 @@ class Line:
         """A call's Redis key parts, within the connection: another account's signed webhook naming this
         call's ``CallSid`` reads or ends nothing of it."""
         return parts if self.connection is None else (self.connection.id, *parts)
+
+    async def note_call(self, context: ChannelContext) -> None:
+        """A call came in: the connection's ``last_inbound_at`` (the Channels screen shows it)."""
+        if self.connection is not None and context.connections is not None:
+            await context.connections.note(self.connection.id, last_inbound_at=now())
 
     def sink(self, sink: ReplySink, context: ChannelContext) -> ReplySink:
         if self.connection is None:

@@ -120,6 +120,7 @@ class TwilioVoiceAdapter:
     async def incoming(self, request: Request, line: Line) -> Response:
         call = await self._call(request, line)
         log.info("incoming call %s", call.call_sid)
+        await line.note_call(self.context)
         if self.settings.twilio_voice_mode == "relay":
             return await self._relay(line, VoiceResponse(), call, self.settings.voice_greeting)
         return self._listen(line, VoiceResponse(), self.settings.voice_greeting, 1)
