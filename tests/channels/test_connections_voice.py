@@ -12,10 +12,12 @@ from pydantic import SecretStr
 from websockets.exceptions import InvalidStatus
 
 from gateway.core.models import Role
+from tests.admin_ui.conftest import PASSWORD
 from tests.channels import vendors
 from tests.channels.conftest import settle, wait_until
 from tests.channels.connections_support import ADMIN, SECRET_KEY, add, webhook_path
 from tests.channels.relay_client import incoming_call, open_url, prompt, relay_url_of, setup, signature, socket, tokens
+from tests.channels.test_handoff import console  # noqa: F401  (a fixture: the signed-in console)
 from tests.fakes import twilio_api
 
 SID, TOKEN, NUMBER = "AC" + "5" * 32, "voice-connection-token-5555", "+15550005555"
@@ -25,7 +27,8 @@ CALLER = vendors.CALLER
 
 @pytest.fixture
 def channel_overrides() -> dict:
-    return {"secret_key": SecretStr(SECRET_KEY), "retrieval_strategy": "hybrid"}
+    return {"secret_key": SecretStr(SECRET_KEY), "retrieval_strategy": "hybrid",
+            "admin_password": SecretStr(PASSWORD), "admin_user": "root"}
 
 
 @pytest.fixture
@@ -222,3 +225,11 @@ def test_a_ticket_opens_only_its_own_numbers_socket(relay_mode, client, live, ac
     url = incoming_call(live, path=mine_path, token=TOKEN)
     assert client.patch(f"/api/connections/{mine['id']}", json={"enabled": False}, headers=ADMIN).status_code == 200
     refused(url, TOKEN)
+
+
+def test_the_console_says_which_urls_to_paste_at_twilio(client, live, accounts, console):  # noqa: F811
+    line = _voice(client)
+    page = console.get(f"/admin/channels/{line['id']}").text
+    assert f'<code id="webhook-url">{line["webhook_url"]}</code>' in page
+    assert f"<code>{line['webhook_url']}/status</code> as its \"Call status changes\" URL" in page
+    assert "not routed" not in page
