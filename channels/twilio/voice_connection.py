@@ -27,6 +27,7 @@ class TwilioVoiceConnections(TwilioAccountConnections):
     def __init__(self, context: ChannelContext) -> None:
         super().__init__(context)
         self.calls = TwilioVoiceAdapter(context)
+        self.relay = relay_of(context)  # held: the environment's and the connections' sockets share its caps
 
     async def stop(self) -> None:
         await super().stop()
@@ -36,7 +37,7 @@ class TwilioVoiceConnections(TwilioAccountConnections):
         return await self.calls.answer(request, await Line.of(self.context, connection))
 
     async def socket(self, ws: WebSocket, connection: Connection) -> None:
-        await relay_of(self.context).serve(ws, await Line.of(self.context, connection))
+        await self.relay.serve(ws, await Line.of(self.context, connection))
 
     # a call's turns run from its webhooks and socket, never through the inbox
     async def accept(self, delivery: Delivery, connection: Connection) -> Work | None:

@@ -185,10 +185,12 @@ def test_a_relay_call_to_the_number_is_answered_as_its_agent(relay_mode, client,
     assert messages[-1].channel == "twilio_relay" and "80 euros" in messages[-1].text
     [trace] = [t for t in stored.traces(messages[-1]) if t.reply]
     assert trace.connection == line["id"] and trace.agent == boats
-    status = wait_until(lambda: client.get(f"/api/connections/{line['id']}", headers=ADMIN).json()["status"]
-                        .get("last_outbound_at") and client.get(f"/api/connections/{line['id']}",
-                                                                headers=ADMIN).json()["status"])
-    assert status["last_inbound_at"] and status["last_error"] is None
+
+    def status() -> dict:
+        return client.get(f"/api/connections/{line['id']}", headers=ADMIN).json()["status"]
+
+    noted = wait_until(lambda: (now := status())["last_outbound_at"] and now, what="the reply noted")
+    assert noted["last_inbound_at"] and noted["last_error"] is None
 
 
 def _moved(url: str, relay_path: str) -> str:
