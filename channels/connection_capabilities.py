@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from gateway.channel import Capabilities
+from gateway.channel import Capabilities, Settings
 
-__all__ = ["CAPABILITIES", "SLACK", "TELEGRAM", "TWILIO_SMS", "WHATSAPP"]
+__all__ = ["CAPABILITIES", "SLACK", "TELEGRAM", "TWILIO_SMS", "TWILIO_VOICE", "WHATSAPP", "relay_capabilities"]
 
 TELEGRAM = Capabilities(max_length=4096, markup="html", typing=True, edit=True)
 SLACK = Capabilities(max_length=40_000, markup="mrkdwn")
@@ -12,4 +12,16 @@ TWILIO_SMS = Capabilities(max_length=1600, markup="plain", citations="drop")
 # WhatsApp takes 4,096 characters in a free-form message body; plain text with *bold* and _italics_ only
 WHATSAPP = Capabilities(max_length=4096, markup="plain", citations="drop")
 
-CAPABILITIES = {"telegram": TELEGRAM, "slack": SLACK, "twilio_sms": TWILIO_SMS, "whatsapp": WHATSAPP}
+# a call by Gather: spoken, no markup; knowledge-base context as a queued job
+TWILIO_VOICE = Capabilities(max_length=4000, markup="plain", voice=True, rag_mode="queued", handoff=False,
+                            citations="drop")
+
+CAPABILITIES = {"telegram": TELEGRAM, "slack": SLACK, "twilio_sms": TWILIO_SMS, "twilio_voice": TWILIO_VOICE,
+                "whatsapp": WHATSAPP}
+
+
+def relay_capabilities(settings: Settings) -> Capabilities:
+    """A call over ConversationRelay (channel ``twilio_relay``): streamed; a person when a number is set."""
+    return Capabilities(max_length=4000, markup="plain", voice=True, streaming=True,
+                        rag_mode=settings.twilio_relay_rag_mode, handoff=bool(settings.twilio_handoff_number),
+                        citations="drop")

@@ -17,11 +17,11 @@ from datetime import UTC, datetime
 from importlib import import_module
 from typing import Protocol
 
-from fastapi import Request, Response
-from starlette.routing import Route
+from fastapi import Request, Response, WebSocket
+from starlette.routing import BaseRoute, Route, WebSocketRoute
 
 from channels import webhook_docs
-from channels.connection_capabilities import CAPABILITIES
+from channels.connection_capabilities import CAPABILITIES, relay_capabilities
 from channels.masking import MaskedSink, masked_work, vendor_boundary
 from gateway.channel import (
     Capabilities,
@@ -37,7 +37,8 @@ from gateway.channel import (
     split_delivery_id,
 )
 
-__all__ = ["CONNECTION_MODULES", "ConnectionKind", "install_connections"]
+__all__ = ["CONNECTION_MODULES", "CONNECTION_SOCKETS", "ConnectionKind", "NotedSink", "install_connections",
+           "persona_scope"]
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,12 @@ CONNECTION_MODULES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "twilio_sms": ("channels.twilio.connection", "twilio_sms", ("/channels/twilio/{connection_id}/sms",)),
     "whatsapp": ("channels.twilio.whatsapp", "whatsapp", ("/channels/whatsapp/{connection_id}",
                                                    "/channels/whatsapp/{connection_id}/status")),
+    "twilio_voice": ("channels.twilio.voice_connection", "twilio_voice", (
+        "/channels/twilio/{connection_id}/voice", "/channels/twilio/{connection_id}/voice/turn",
+        "/channels/twilio/{connection_id}/voice/status", "/channels/twilio/{connection_id}/voice/relay-ended")),
 }
+# kind -> its WebSocket paths: a voice connection's ConversationRelay calls (their channel is ``twilio_relay``)
+CONNECTION_SOCKETS: dict[str, tuple[str, ...]] = {"twilio_voice": ("/channels/twilio/{connection_id}/relay",)}
 
 
 ENVIRONMENT_NOTE_EVERY_S = 60.0
@@ -60,6 +66,9 @@ class KindHandler(Protocol):
     capabilities: Capabilities
 
     async def webhook(self, request: Request, connection: Connection) -> Response: ...
+
+    async def socket(self, ws: WebSocket, connection: Connection) -> None:
+        """A socket of the kind's (``CONNECTION_SOCKETS``); only kinds that have them define it."""
 
     async def accept(self, delivery: Delivery, connection: Connection) -> Work | None: ...
 
@@ -84,6 +93,31 @@ async def note_delivery(context: ChannelContext, connection: Connection, report:
         else:
             await context.connections.note_error(connection, report.error or "the reply was not delivered")
     return report
+
+
+async def persona_scope(context: ChannelContext, connection: Connection) -> str:
+    """What the connection's customers are scoped by (a phone number's SMS and calls share it)."""
+    store = context.connections
+    return connection.id if store is None else await store.persona_scope(connection)
+
+
+class NotedSink:
+    """A connection's reply sink whose outcome goes into its status (``note_delivery``); for a sink with
+    ``delta`` and ``deliver`` only (its other attributes, a call's ``interrupted`` and ``heard``, are the
+    inner sink's)."""
+
+    def __init__(self, inner: ReplySink, context: ChannelContext, connection: Connection) -> None:
+        self._inner, self._context, self._connection = inner, context, connection
+        self.streaming = inner.streaming
+
+    async def delta(self, text: str) -> None:
+        await self._inner.delta(text)
+
+    async def deliver(self, text: str) -> DeliveryReport:
+        return await note_delivery(self._context, self._connection, await self._inner.deliver(text))
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
 
 
 class ConnectionKind:
@@ -122,12 +156,26 @@ class ConnectionKind:
         async with vendor_boundary(connection):
             return await handler.webhook(request, connection)
 
-    def routes(self) -> list[Route]:
-        return [Route(path, self.webhook, methods=["POST"], include_in_schema=False) for path in self.paths]
+    async def socket(self, ws: WebSocket) -> None:
+        """A connection's socket; its upgrade refused (403) for a connection deleted, disabled or unknown."""
+        try:
+            connection = await self.connection(ws.path_params["connection_id"])
+        except NotFound:
+            await ws.close(code=1008)
+            return
+        handler = await self.handler()
+        async with vendor_boundary(connection):
+            await handler.socket(ws, connection)
+
+    def routes(self) -> list[BaseRoute]:
+        webhooks: list[BaseRoute] = [Route(path, self.webhook, methods=["POST"], include_in_schema=False)
+                                     for path in self.paths]
+        return webhooks + [WebSocketRoute(path, self.socket) for path in CONNECTION_SOCKETS.get(self.kind, ())]
 
     def described(self) -> dict[str, dict]:
         """Each webhook path and what the OpenAPI document says the vendor sends there."""
-        return {path: webhook_docs.for_connection(getattr(webhook_docs, DOCS[path])) for path in self.paths}
+        return {path: webhook_docs.for_connection(getattr(webhook_docs, DOCS[path]))
+                for path in self.paths if path in DOCS}
 
     # -- the inbox -----------------------------------------------------------------------------
     async def accept(self, delivery: Delivery) -> Work | None:
@@ -214,32 +262,10 @@ DOCS = {  # webhook path -> its operation in webhook_docs
     "/channels/twilio/{connection_id}/sms": "TWILIO_SMS",
     "/channels/slack/{connection_id}/events": "SLACK_EVENTS",
     "/channels/whatsapp/{connection_id}": "WHATSAPP", "/channels/whatsapp/{connection_id}/status": "WHATSAPP_STATUS",
+    "/channels/twilio/{connection_id}/voice": "TWILIO_CALL",
+    "/channels/twilio/{connection_id}/voice/turn": "TWILIO_SPEECH",
+    "/channels/twilio/{connection_id}/voice/status": "TWILIO_STATUS",
 }
-
-# kinds checked with the vendor on save, not routed per connection yet: kind -> (module, class)
-CHECK_ONLY = {"twilio_voice": ("channels.twilio.voice_check", "TwilioVoiceCheck")}
-
-
-class CheckOnly:
-    """A check-only kind's vendor check, its module (slack-sdk, twilio) imported on first use."""
-
-    def __init__(self, kind: str, context: ChannelContext) -> None:
-        self.kind, self.context = kind, context
-
-    async def _check(self):
-        module_name, name = CHECK_ONLY[self.kind]
-        module = await asyncio.to_thread(import_module, module_name)
-        return getattr(module, name)(self.context)
-
-    async def verify(self, connection: Connection, webhook_url: str) -> str | None:
-        check = await self._check()
-        async with vendor_boundary(connection):
-            return await check.verify(connection, webhook_url)
-
-    async def forget(self, connection: Connection) -> None:
-        check = await self._check()
-        async with vendor_boundary(connection):
-            await check.forget(connection)
 
 
 def install_connections(context: ChannelContext, *, routes: bool) -> list[ConnectionKind]:
@@ -255,12 +281,13 @@ def install_connections(context: ChannelContext, *, routes: bool) -> list[Connec
         entry.environment = context.inbox_handlers.get(entry.name)
         context.inbox_handlers[entry.name] = entry  # type: ignore[assignment]
         context.connection_verifiers[kind] = entry
-        capabilities = CAPABILITIES[kind]
-        context.capabilities.setdefault(entry.name, capabilities)
-        context.rag_modes.setdefault(entry.name, capabilities.rag_mode)
+        channels = {entry.name: CAPABILITIES[kind]}
+        if kind == "twilio_voice":  # its calls over ConversationRelay carry the relay's channel name
+            channels["twilio_relay"] = relay_capabilities(context.settings)
+        for name, capabilities in channels.items():
+            context.capabilities.setdefault(name, capabilities)
+            context.rag_modes.setdefault(name, capabilities.rag_mode)
         kinds.append(entry)
-    for kind in CHECK_ONLY:
-        context.connection_verifiers[kind] = CheckOnly(kind, context)
     if routes:
         context.on_start.append(lambda: _load_in_background(kinds))
     return kinds

@@ -134,7 +134,8 @@ class TwilioConnections(TwilioAccountConnections):
         sms = queued_sms(delivery)
         if await OptOuts(self.context.store, connection.id).opted_out(sms.from_):
             return None
-        turn = await self.context.pipeline.accept(scoped(inbound_of(sms), connection), delivery_id=delivery.id)
+        scope = await self.context.connections.persona_scope(connection)  # shared with the number's calls
+        turn = await self.context.pipeline.accept(scoped(inbound_of(sms), connection, scope), delivery_id=delivery.id)
         return None if turn is None else TurnWork(turn, self.sink_for(delivery, connection))
 
     def sink_for(self, delivery: Delivery, connection: Connection) -> ConnectionSmsSink:

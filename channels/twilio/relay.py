@@ -1,5 +1,6 @@
 """Phone calls over Twilio ConversationRelay: Twilio turns speech into text and text into speech on its
-side and talks to us over one WebSocket per call (``/channels/twilio/relay``).
+side and talks to us over one WebSocket per call (``/channels/twilio/relay`` for the environment's number,
+``/channels/twilio/<id>/relay`` for a connection's: ``channels.twilio.line``).
 
 The upgrade must be signed by Twilio over the full URL and carry the call's single-use ticket
 (``channels.twilio.relay_tickets``): the socket serves that call and caller only, and a ``setup`` naming
@@ -19,17 +20,20 @@ import json
 import logging
 import re
 import uuid
+import weakref
 from contextlib import suppress
 from dataclasses import dataclass, field
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from twilio.request_validator import RequestValidator
 
+from channels.connection_capabilities import relay_capabilities
+from channels.twilio.line import Line
 from channels.twilio.relay_tickets import RELAY_PATH, TICKET_PARAM, RelayTicket, RelayTickets, relay_url
-from gateway.channel import Capabilities, ChannelContext, DeliveryReport, InboundMessage, InvalidJSON, decode_json
+from gateway.channel import ChannelContext, DeliveryReport, InvalidJSON, decode_json
 
 __all__ = ["CHANNEL", "MAX_TURNS_IN_FLIGHT", "MAX_WORD_CHARS", "RELAY_PATH", "RelaySink", "TwilioRelayAdapter",
-           "build", "relay_url", "speakable"]
+           "build", "relay_of", "relay_url", "speakable"]
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +119,7 @@ class RelaySink:
 @dataclass
 class _Call:
     ticket: RelayTicket
+    line: Line
     sid: str | None = None  # set by an accepted ``setup``: prompts before it are ignored
     caller: str = ""
     sink: RelaySink | None = None
@@ -154,10 +159,7 @@ class TwilioRelayAdapter:
     def __init__(self, context: ChannelContext) -> None:
         self.context = context
         self.settings = context.settings
-        handoff = bool(self.settings.twilio_handoff_number)
-        self.capabilities = Capabilities(max_length=4000, markup="plain", voice=True, streaming=True,
-                                         rag_mode=self.settings.twilio_relay_rag_mode, handoff=handoff,
-                                         citations="drop")
+        self.capabilities = relay_capabilities(self.settings)
         self._phrases = [p.strip().lower() for p in self.settings.handoff_phrases.split("|") if p.strip()]
         self.tickets = RelayTickets(context)
         self.open = _OpenSockets(self.settings.twilio_relay_max_sockets,
@@ -176,14 +178,14 @@ class TwilioRelayAdapter:
         url = relay_url(public_url, ws.url.path) + (f"?{ws.url.query}" if ws.url.query else "")
         return bool(auth_token and signature and RequestValidator(auth_token).validate(url, {}, signature))
 
-    async def _admit(self, ws: WebSocket, auth_token: str | None, connection_id: str | None) -> RelayTicket | None:
+    async def _admit(self, ws: WebSocket, line: Line) -> RelayTicket | None:
         """The call this upgrade may serve; None (counted and logged) when it may serve none."""
-        if not self._signed(ws, self.settings.public_url, auth_token):
+        if not self._signed(ws, self.settings.public_url, line.auth_token):
             self.context.metrics.rejected.labels(CHANNEL, "signature").inc()
             log.warning("relay socket refused: missing or wrong %s", SIGNATURE_HEADER)
             return None
         ticket = await self.tickets.consume(ws.query_params.get(TICKET_PARAM, ""))
-        if ticket is None or ticket.connection_id != connection_id:  # a ticket opens its own number's socket
+        if ticket is None or ticket.connection_id != line.connection_id:  # a ticket opens its own number's socket
             self.context.metrics.rejected.labels(CHANNEL, "ticket").inc()
             log.warning("relay socket refused: no ticket, or one unknown, expired, already used or for another number")
             return None
@@ -191,18 +193,17 @@ class TwilioRelayAdapter:
 
     async def socket(self, ws: WebSocket) -> None:
         """The environment number's calls (``SWITCHBOARD_TWILIO_AUTH_TOKEN`` signs them)."""
-        token = self.settings.twilio_auth_token
-        await self.serve(ws, token.get_secret_value() if token is not None else None)
+        await self.serve(ws, Line.environment(self.settings))
 
-    async def serve(self, ws: WebSocket, auth_token: str | None, connection_id: str | None = None) -> None:
-        """One relay socket, signed with ``auth_token`` (a connection's account, or the environment's) and
-        opened with a ticket ``issue_relay_url`` gave for ``connection_id``'s call (None: the environment's)."""
-        ticket = await self._admit(ws, auth_token, connection_id)
+    async def serve(self, ws: WebSocket, line: Line) -> None:
+        """One relay socket of ``line``: signed with its auth token (a connection's account, or the
+        environment's) and opened with a ticket ``issue_relay_url`` gave for a call to that line."""
+        ticket = await self._admit(ws, line)
         if ticket is None:
             await ws.close(code=CLOSE_POLICY)  # before the accept: the upgrade is refused (403)
             return
         await ws.accept()
-        call = _Call(ticket=ticket)
+        call = _Call(ticket=ticket, line=line)
         refused = self.open.take(ticket.caller)
         if refused is not None:
             await self._close(ws, call, CLOSE_TRY_LATER, refused, "capacity")
@@ -331,7 +332,7 @@ class TwilioRelayAdapter:
 
     async def _expect(self, call: _Call) -> None:
         try:
-            await self.context.pipeline.expect(f"phone:{call.caller}")
+            await self.context.pipeline.expect(call.line.identity(call.caller))
         except Exception as exc:  # only a head start: the first turn resolves the caller itself
             log.warning("relay call %s: could not resolve the caller before the first prompt: %s", call.sid, exc)
 
@@ -339,15 +340,13 @@ class TwilioRelayAdapter:
         try:
             if call.expected is not None and not call.expected.done():
                 await asyncio.wait([call.expected])  # one resolution of a new caller, not two racing
-            inbound = InboundMessage(channel=CHANNEL, external_user_id=call.caller,
-                                     external_message_id=f"{call.sid}:{uuid.uuid4().hex}",
-                                     identity=f"phone:{call.caller}", text=text, thread=call.sid or "")
+            inbound = call.line.inbound(CHANNEL, call.caller, f"{call.sid}:{uuid.uuid4().hex}", text, call.sid or "")
             turn = await self.context.pipeline.accept(inbound, rag_mode=self.capabilities.rag_mode)
             if turn is None:
                 return
             if not self.capabilities.handoff and self._asks_for_person(text):
                 turn.answer = self.settings.twilio_handoff_unavailable  # no one to transfer to: no model either
-            outcome = await self.context.pipeline.run(turn, sink)
+            outcome = await self.context.pipeline.run(turn, call.line.sink(sink, self.context))
             if outcome.turn.trace.handoff and not sink.interrupted.is_set():
                 await ws.send_json({"type": "end", "handoffData": _HANDOFF_DATA})
         except (WebSocketDisconnect, RuntimeError):  # the socket closed under the reply
@@ -365,8 +364,20 @@ class TwilioRelayAdapter:
         return router
 
 
+_RELAYS: weakref.WeakValueDictionary[int, TwilioRelayAdapter] = weakref.WeakValueDictionary()
+
+
+def relay_of(context: ChannelContext) -> TwilioRelayAdapter:
+    """The gateway's one relay (per context, while anything holds it): the environment's number and every
+    voice connection share its socket caps."""
+    adapter = _RELAYS.get(id(context))
+    if adapter is None:
+        adapter = _RELAYS[id(context)] = TwilioRelayAdapter(context)
+    return adapter
+
+
 def build(context: ChannelContext) -> TwilioRelayAdapter | None:
     settings = context.settings
     if settings.twilio_voice_mode != "relay" or not (settings.twilio_account_sid and settings.twilio_auth_token):
         return None
-    return TwilioRelayAdapter(context)
+    return relay_of(context)

@@ -6,7 +6,9 @@ runs in the background (RAG as a queued job: the ``rag_mode`` capability), and t
 waits up to ``voice_reply_deadline_s`` for the reply: ready → ``<Say>`` inside the next
 ``<Gather>``; not ready → a short filler and a ``<Redirect>`` that waits again (bounded). Silence
 re-prompts once, then ends the call politely. ``/voice/status`` ends the conversation.
-Replies live in Redis, so whichever replica Twilio reaches next can pick them up.
+Replies live in Redis, so whichever replica Twilio reaches next can pick them up. Every webhook serves a
+``Line``: the environment's number on ``/channels/twilio/voice…``, or a connection's on
+``/channels/twilio/<id>/voice…`` (``channels.twilio.voice_connection``), each with its own URLs.
 """
 
 from __future__ import annotations
@@ -20,33 +22,24 @@ from pydantic import ValidationError
 from twilio.twiml.voice_response import Connect, ConversationRelay, Gather, VoiceResponse
 
 from channels import webhook_docs
+from channels.connection_capabilities import TWILIO_VOICE
 from channels.delivery import turn_runner
 from channels.render import render
+from channels.twilio.line import ENVIRONMENT_VOICE_PATH, Line
 from channels.twilio.relay_tickets import issue_relay_url
 from channels.twilio.rest import CallWebhook, twilio_configured, verified_form
-from gateway.channel import (
-    BadRequest,
-    Capabilities,
-    ChannelContext,
-    DeliveryReport,
-    EndReason,
-    InboundMessage,
-    RedisStore,
-)
+from gateway.channel import BadRequest, ChannelContext, DeliveryReport, EndReason, NotFound, RedisStore
 
 __all__ = ["TwilioVoiceAdapter", "VoiceSink", "build"]
 
 log = logging.getLogger(__name__)
 CHANNEL = "twilio_voice"
-VOICE_PATH = "/channels/twilio/voice"
-TURN_PATH = VOICE_PATH + "/turn"
-STATUS_PATH = VOICE_PATH + "/status"
-RELAY_ENDED_PATH = VOICE_PATH + "/relay-ended"
+VOICE_PATH = ENVIRONMENT_VOICE_PATH
+TURN, STATUS, RELAY_ENDED = "/turn", "/status", "/relay-ended"  # under a line's voice path
 # what the OpenAPI document says this vendor sends here (the routes read raw bodies)
-WEBHOOKS = {VOICE_PATH: webhook_docs.TWILIO_CALL, TURN_PATH: webhook_docs.TWILIO_SPEECH,
-            STATUS_PATH: webhook_docs.TWILIO_STATUS}
-CAPABILITIES = Capabilities(max_length=4000, markup="plain", voice=True, rag_mode="queued", handoff=False,
-                            citations="drop")
+WEBHOOKS = {VOICE_PATH: webhook_docs.TWILIO_CALL, VOICE_PATH + TURN: webhook_docs.TWILIO_SPEECH,
+            VOICE_PATH + STATUS: webhook_docs.TWILIO_STATUS}
+CAPABILITIES = TWILIO_VOICE
 ENDED_STATUSES = frozenset({"completed", "busy", "failed", "no-answer", "canceled"})
 _KEY_TTL_S = 3600
 _POLL_S = 0.05
@@ -80,6 +73,7 @@ class TwilioVoiceAdapter:
         self.settings = context.settings
         self.store = context.store
         self.runner = turn_runner(context)
+        self.line = Line.environment(self.settings)
 
     async def start(self) -> None:
         pass
@@ -88,43 +82,56 @@ class TwilioVoiceAdapter:
         await self.runner.drain()
 
     # -- TwiML ---------------------------------------------------------------------------------
-    def _url(self, path: str, **query: int) -> str:
-        base = self.settings.public_url.rstrip("/") + path
+    def _url(self, line: Line, under: str, **query: int) -> str:
+        base = self.settings.public_url.rstrip("/") + line.voice_path + under
         return f"{base}?{urlencode(query)}" if query else base
 
-    def _listen(self, response: VoiceResponse, say: str, n: int, silences: int = 1) -> Response:
+    def _listen(self, line: Line, response: VoiceResponse, say: str, n: int, silences: int = 1) -> Response:
         """Say ``say`` inside a barge-in speech Gather for turn ``n``; silence falls through to the Redirect."""
-        gather = Gather(input="speech", action=self._url(TURN_PATH, n=n), method="POST",
+        gather = Gather(input="speech", action=self._url(line, TURN, n=n), method="POST",
                         speech_timeout="auto", barge_in=True, language=self.settings.voice_language)
         gather.say(say, language=self.settings.voice_language)
         response.append(gather)
-        response.redirect(self._url(TURN_PATH, n=n, quiet=silences), method="POST")
+        response.redirect(self._url(line, TURN, n=n, quiet=silences), method="POST")
         return self._twiml(response)
 
     def _twiml(self, response: VoiceResponse) -> Response:
         return Response(str(response), media_type="application/xml")
 
     # -- webhooks ------------------------------------------------------------------------------
-    async def _call(self, request: Request) -> CallWebhook:
-        form = await verified_form(request, self.context, CHANNEL)
+    async def _form(self, request: Request, line: Line) -> tuple[CallWebhook, dict[str, str]]:
+        form = await verified_form(request, self.context, CHANNEL, line.auth_token)
         try:
-            return CallWebhook.model_validate(form)
+            return CallWebhook.model_validate(form), form
         except ValidationError as exc:
             raise BadRequest("not a Twilio voice webhook (CallSid, From, To expected)") from exc
 
-    async def incoming(self, request: Request) -> Response:
-        call = await self._call(request)
-        log.info("incoming call %s", call.call_sid)
-        if self.settings.twilio_voice_mode == "relay":
-            return await self._relay(VoiceResponse(), call, self.settings.voice_greeting)
-        return self._listen(VoiceResponse(), self.settings.voice_greeting, 1)
+    async def _call(self, request: Request, line: Line) -> CallWebhook:
+        return (await self._form(request, line))[0]
 
-    async def _relay(self, response: VoiceResponse, call: CallWebhook, greeting: str) -> Response:
+    async def answer(self, request: Request, line: Line) -> Response:
+        """Any of ``line``'s webhooks, told apart by the path under its voice path."""
+        under = request.url.path.removeprefix(line.voice_path)
+        handlers = {"": self.incoming, TURN: self.turn, STATUS: self.status, RELAY_ENDED: self.relay_ended}
+        if under not in handlers:
+            raise NotFound(f"no voice webhook at {request.url.path}")
+        return await handlers[under](request, line)
+
+    async def incoming(self, request: Request, line: Line) -> Response:
+        call = await self._call(request, line)
+        log.info("incoming call %s", call.call_sid)
+        await line.note_call(self.context)
+        if self.settings.twilio_voice_mode == "relay":
+            return await self._relay(line, VoiceResponse(), call, self.settings.voice_greeting)
+        return self._listen(line, VoiceResponse(), self.settings.voice_greeting, 1)
+
+    async def _relay(self, line: Line, response: VoiceResponse, call: CallWebhook, greeting: str) -> Response:
         """Hand the call to ConversationRelay: Twilio does speech both ways, our socket writes the replies.
-        The socket's URL carries a single-use ticket for this call and caller (``twilio_relay_tickets``)."""
-        connect = Connect(action=self._url(RELAY_ENDED_PATH), method="POST")
+        The socket's URL carries a single-use ticket for this call, caller and line (``relay_tickets``)."""
+        connect = Connect(action=self._url(line, RELAY_ENDED), method="POST")
         options = {"voice": self.settings.twilio_relay_voice} if self.settings.twilio_relay_voice else {}
-        url = await issue_relay_url(self.context, call.call_sid, call.from_)
+        url = await issue_relay_url(self.context, call.call_sid, call.from_, connection_id=line.connection_id,
+                                    path=line.relay_path)
         relay = ConversationRelay(url=url, welcome_greeting=greeting,
                                   language=self.settings.voice_language, interruptible="any", **options)
         relay.parameter(name="caller", value=call.from_)
@@ -132,13 +139,9 @@ class TwilioVoiceAdapter:
         response.append(connect)
         return self._twiml(response)
 
-    async def relay_ended(self, request: Request) -> Response:
+    async def relay_ended(self, request: Request, line: Line) -> Response:
         """The relay session ended: with handoff data, to a person (or, with no number, back to the agent)."""
-        form = await verified_form(request, self.context, CHANNEL)
-        try:
-            call = CallWebhook.model_validate(form)
-        except ValidationError as exc:
-            raise BadRequest("not a Twilio voice webhook (CallSid, From, To expected)") from exc
+        call, form = await self._form(request, line)
         response = VoiceResponse()
         if not form.get("HandoffData"):
             response.hangup()
@@ -148,66 +151,62 @@ class TwilioVoiceAdapter:
             log.info("call %s: handed off to %s", call.call_sid, number)
             response.dial(number)
             return self._twiml(response)
-        return await self._relay(response, call, self.settings.twilio_handoff_unavailable)
+        return await self._relay(line, response, call, self.settings.twilio_handoff_unavailable)
 
-    async def turn(self, request: Request, n: int = 1, quiet: int = 0, wait: int = 0) -> Response:
-        call = await self._call(request)
+    async def turn(self, request: Request, line: Line) -> Response:
+        n, quiet, wait = (_query_int(request, name, default) for name, default in (("n", 1), ("quiet", 0), ("wait", 0)))
+        call = await self._call(request, line)
         speech = (call.speech_result or "").strip()
         if wait:
-            return await self._answer(call, n, wait)
+            return await self._answer(line, call, n, wait)
         if speech:
-            await self._accept(call, n, speech)
-            return await self._answer(call, n, 0)
+            await self._accept(line, call, n, speech)
+            return await self._answer(line, call, n, 0)
         if quiet <= 1:  # the first silence gets one re-prompt
-            return self._listen(VoiceResponse(), self.settings.voice_reprompt, n, silences=quiet + 1)
+            return self._listen(line, VoiceResponse(), self.settings.voice_reprompt, n, silences=quiet + 1)
         response = VoiceResponse()
         response.say(self.settings.voice_goodbye, language=self.settings.voice_language)
         response.hangup()
         return self._twiml(response)
 
-    async def status(self, request: Request) -> Response:
-        call = await self._call(request)
+    async def status(self, request: Request, line: Line) -> Response:
+        call = await self._call(request, line)
         if call.call_status in ENDED_STATUSES:
-            conv_id = await self.store.redis.get(self.store.key("voice", "call", call.call_sid))
+            conv_id = await self.store.redis.get(self._call_key(line, call.call_sid))
             conversation = await self.store.get_conversation(conv_id.decode()) if conv_id else None
             if conversation is not None and await self.context.sessions.end(conversation, EndReason.CALL_ENDED):
                 log.info("call %s %s: conversation %s ended", call.call_sid, call.call_status, conversation.id)
         return Response(status_code=204)
 
     # -- turns ---------------------------------------------------------------------------------
-    def _reply_key(self, call_sid: str, n: int) -> str:
-        return self.store.key("voice", "reply", call_sid, str(n))
+    def _reply_key(self, line: Line, call_sid: str, n: int) -> str:
+        return self.store.key("voice", *line.key_parts("reply", call_sid, str(n)))
 
-    async def _accept(self, call: CallWebhook, n: int, speech: str) -> None:
-        inbound = InboundMessage(
-            channel=CHANNEL,
-            external_user_id=call.from_,
-            external_message_id=f"{call.call_sid}:{n}",
-            identity=f"phone:{call.from_}",
-            text=speech,
-            thread=call.call_sid,
-        )
+    def _call_key(self, line: Line, call_sid: str) -> str:
+        return self.store.key("voice", *line.key_parts("call", call_sid))
+
+    async def _accept(self, line: Line, call: CallWebhook, n: int, speech: str) -> None:
+        inbound = line.inbound(CHANNEL, call.from_, f"{call.call_sid}:{n}", speech, call.call_sid)
         turn = await self.context.pipeline.accept(inbound, rag_mode=CAPABILITIES.rag_mode)
         if turn is None:
             return  # Twilio retried this webhook: the turn is already running; wait for its reply
-        await self.store.redis.set(self.store.key("voice", "call", call.call_sid), turn.conversation.id,
-                                   ex=_KEY_TTL_S * 4)
-        self.runner.schedule(turn, VoiceSink(self.store, self._reply_key(call.call_sid, n)))
+        await self.store.redis.set(self._call_key(line, call.call_sid), turn.conversation.id, ex=_KEY_TTL_S * 4)
+        sink = VoiceSink(self.store, self._reply_key(line, call.call_sid, n))
+        self.runner.schedule(turn, line.sink(sink, self.context))
 
-    async def _answer(self, call: CallWebhook, n: int, waited: int) -> Response:
-        reply = await self._wait_for_reply(call.call_sid, n)
+    async def _answer(self, line: Line, call: CallWebhook, n: int, waited: int) -> Response:
+        reply = await self._wait_for_reply(self._reply_key(line, call.call_sid, n))
         if reply is not None:
-            return self._listen(VoiceResponse(), reply, n + 1)
+            return self._listen(line, VoiceResponse(), reply, n + 1)
         if waited < self.settings.voice_max_waits:
             response = VoiceResponse()
             response.say(self.settings.voice_filler, language=self.settings.voice_language)
-            response.redirect(self._url(TURN_PATH, n=n, wait=waited + 1), method="POST")
+            response.redirect(self._url(line, TURN, n=n, wait=waited + 1), method="POST")
             return self._twiml(response)
         log.warning("call %s turn %d: no reply after %d waits", call.call_sid, n, waited)
-        return self._listen(VoiceResponse(), self.settings.voice_unavailable, n + 1)
+        return self._listen(line, VoiceResponse(), self.settings.voice_unavailable, n + 1)
 
-    async def _wait_for_reply(self, call_sid: str, n: int) -> str | None:
-        key = self._reply_key(call_sid, n)
+    async def _wait_for_reply(self, key: str) -> str | None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.settings.voice_reply_deadline_s
         while True:
@@ -218,13 +217,24 @@ class TwilioVoiceAdapter:
                 return None
             await asyncio.sleep(_POLL_S)
 
+    async def environment(self, request: Request) -> Response:
+        return await self.answer(request, self.line)
+
     def router(self) -> APIRouter:
         router = APIRouter()
-        router.add_api_route(VOICE_PATH, self.incoming, methods=["POST"], include_in_schema=False)
-        router.add_api_route(TURN_PATH, self.turn, methods=["POST"], include_in_schema=False)
-        router.add_api_route(STATUS_PATH, self.status, methods=["POST"], include_in_schema=False)
-        router.add_api_route(RELAY_ENDED_PATH, self.relay_ended, methods=["POST"], include_in_schema=False)
+        for under in ("", TURN, STATUS, RELAY_ENDED):  # plain webhook routes
+            router.add_route(VOICE_PATH + under, self.environment, methods=["POST"], include_in_schema=False)
         return router
+
+
+def _query_int(request: Request, name: str, default: int) -> int:
+    """A small counter from the query string Twilio was given (``?n=2&wait=1``)."""
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    if not raw.isdigit() or len(raw) > 4:
+        raise BadRequest(f"query parameter {name}: a small non-negative integer expected")
+    return int(raw)
 
 
 def build(context: ChannelContext) -> TwilioVoiceAdapter | None:

@@ -24,10 +24,12 @@ def scope_thread(thread: str | None, connection_id: str) -> str:
     return f"{connection_id}{_SEP}{thread or ''}"
 
 
-def scoped(inbound: InboundMessage, connection: Connection) -> InboundMessage:
+def scoped(inbound: InboundMessage, connection: Connection, persona_scope: str | None = None) -> InboundMessage:
+    """``inbound`` as ``connection``'s; its sender's identity scoped by ``persona_scope`` when given (a phone
+    number's line, ``ConnectionStore.persona_scope``), else by the connection."""
     cid = connection.id
     return inbound.model_copy(update={
-        "identity": scope_identity(inbound.identity, cid),
+        "identity": scope_identity(inbound.identity, persona_scope or cid),
         "external_message_id": f"{cid}{_SEP}{inbound.external_message_id}",
         "thread": scope_thread(inbound.thread, cid),
         "connection": cid,

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from gateway.connections.key_report import KeyReport, RecordKey
 from gateway.connections.model import DEFAULT_ID, Connection, ConnectionStatus, is_connection_id
+from gateway.connections.phone_lines import line_digest
 from gateway.connections.secrets import UNOPENED, CredentialBox, UnreadableCredentials
 from gateway.conversation.store import RedisStore
 from gateway.core.errors import NotFound
@@ -54,6 +55,7 @@ class ConnectionStore:
         self.redis = store.redis
         self.box = box
         self._opened: dict[bytes, Connection] = {}
+        self._lines: dict[str, str] = {}  # a number's line -> the connection id it scopes by (never changes)
 
     def _key(self, *parts: str) -> str:
         return self.store.key("connection", *parts)
@@ -95,6 +97,27 @@ class ConnectionStore:
                 log.error("connection %s: the stored record is damaged; `switchboard connections check-keys` "
                           "names it", connection_id)
         return sorted(found, key=lambda c: (c.kind, c.name))
+
+    async def persona_scope(self, connection: Connection) -> str:
+        """What ``connection``'s customers are scoped by: its id, or for a phone number's connection its
+        number's line, shared by the number's SMS and voice connections (``gateway.connections.phone_lines``)."""
+        digest = line_digest(connection)
+        if digest is None:
+            return connection.id
+        known = self._lines.get(digest)
+        if known is not None:
+            return known
+        key = self.store.key("phone_line", digest)
+        raw = await self.redis.get(key)
+        if raw is None:  # the line's first use: its oldest connection, which may have customers already
+            siblings = [c for c in await self.list() if line_digest(c) == digest] or [connection]
+            oldest = min(siblings, key=lambda c: (c.created_at, c.id))
+            async with self.redis.pipeline(transaction=True) as pipe:
+                _, raw = await pipe.set(key, oldest.id, nx=True).get(key).execute()
+        if len(self._lines) >= _DECRYPTED_CACHE:
+            self._lines.clear()
+        self._lines[digest] = raw.decode()
+        return self._lines[digest]
 
     def _open(self, raw: bytes) -> Connection:
         cached = self._opened.get(raw)

@@ -29,10 +29,12 @@ def relay_url_of(twiml: str) -> str:
     return html.unescape(found.group(1))
 
 
-def incoming_call(live, call_sid: str = CALL_SID, caller: str = vendors.CALLER) -> str:
-    """Twilio's signed incoming-call webhook for this call: the relay URL its answer names."""
+def incoming_call(live, call_sid: str = CALL_SID, caller: str = vendors.CALLER, *,
+                  path: str = "/channels/twilio/voice", token: str = twilio_api.AUTH_TOKEN) -> str:
+    """Twilio's signed incoming-call webhook for this call (to the number whose webhook is ``path``,
+    signed with its account's ``token``): the relay URL its answer names."""
     with httpx.Client(base_url=live.url, timeout=10) as client:
-        answer = vendors.post_twilio(client, "/channels/twilio/voice", vendors.call_params(call_sid, sender=caller))
+        answer = vendors.post_twilio(client, path, vendors.call_params(call_sid, sender=caller), token=token)
     assert answer.status_code == 200, answer.text
     return relay_url_of(answer.text)
 
@@ -49,10 +51,12 @@ def open_url(live, url: str, headers: dict[str, str] | None = None, **options):
 
 
 def socket(live, call_sid: str = CALL_SID, caller: str = vendors.CALLER, *, url: str | None = None,
-           signed: bool = True, **options):
-    """A relay socket for a call, opened as Twilio opens it (a fresh call's URL unless ``url`` is given)."""
-    url = url or incoming_call(live, call_sid, caller)
-    return open_url(live, url, {"X-Twilio-Signature": signature(url)} if signed else {}, **options)
+           signed: bool = True, path: str = "/channels/twilio/voice", token: str = twilio_api.AUTH_TOKEN,
+           **options):
+    """A relay socket for a call, opened as Twilio opens it (a fresh call's URL unless ``url`` is given),
+    to the number whose incoming-call webhook is ``path`` and whose account's ``token`` signs."""
+    url = url or incoming_call(live, call_sid, caller, path=path, token=token)
+    return open_url(live, url, {"X-Twilio-Signature": signature(url, token)} if signed else {}, **options)
 
 
 def setup(ws, call_sid: str = CALL_SID, caller: str = vendors.CALLER) -> None:

@@ -101,7 +101,7 @@ def _twilio(fakes, kind: str, digit: str) -> Scenario:
                 "Body": "where is my order?", "NumMedia": "0", "ApiVersion": "2010-04-01"}
         return vendors.post_twilio(client, webhook_path(connection), form, token=token)
 
-    routed = kind != "twilio_voice"  # voice connections are checked and listed; calls are not routed yet
+    routed = kind != "twilio_voice"  # a call's reply is spoken in the webhook's answer: no vendor send to fail
     return Scenario(
         credentials=credentials,
         fail_check=lambda echo: twilio.recorder.fail("Accounts", 500, description=f"Account {echo} is down"),

@@ -13,10 +13,13 @@ import xml.etree.ElementTree as ET
 
 import httpx
 import pytest
+from pydantic import SecretStr
 
 from gateway.core.models import DeliveryStatus, Role
 from tests.channels import vendors
 from tests.channels.conftest import metric, settle, wait_until
+from tests.channels.connections_support import SECRET_KEY, add, webhook_path
+from tests.fakes import twilio_api
 from tests.fakes.recording import Recorder
 
 
@@ -103,10 +106,12 @@ class TwilioVoiceHarness(Harness):
         super().__init__(fake)
         self.heard: dict[str, str] = {}
 
+    path, token = "/channels/twilio/voice", twilio_api.AUTH_TOKEN  # the environment's number
+
     def deliver(self, client, text, *, key, signed=True, retry=False):
         params = vendors.call_params(f"CA{key}", SpeechResult=text, Confidence="0.9")
-        resp = vendors.post_twilio(client, "/channels/twilio/voice/turn?n=1", params,
-                                   token=self.fake.auth_token if signed else "wrong-token")
+        resp = vendors.post_twilio(client, f"{self.path}/turn?n=1", params,
+                                   token=self.token if signed else "wrong-token")
         if resp.status_code == 200:
             said = ET.fromstring(resp.text).find("Gather/Say")
             if said is not None:
@@ -115,6 +120,20 @@ class TwilioVoiceHarness(Harness):
 
     def replies(self):
         return list(self.heard.values())
+
+
+class TwilioVoiceConnectionHarness(TwilioVoiceHarness):
+    """A voice number added through /api/connections: its own webhook, signed by its own account."""
+
+    case, token = "twilio_voice_connection", "contract-voice-connection-token"
+
+    def open(self, client):
+        sid = "AC" + "4" * 32
+        self.fake.add_account(sid, self.token)
+        line = add(client, kind="twilio_voice", name="Contract line", credentials={
+            "account_sid": sid, "auth_token": self.token, "phone_number": "+15550004444"})
+        self.path = webhook_path(line)
+        self.identity = f"phone:{vendors.CALLER}@{line['id']}"
 
 
 class WebChatHarness(Harness):
@@ -144,10 +163,16 @@ class WebChatHarness(Harness):
         return self.answers
 
 
-@pytest.fixture(params=[TelegramHarness, SlackHarness, TwilioSmsHarness, TwilioVoiceHarness, WebChatHarness],
-                ids=lambda h: h.name)
+@pytest.fixture
+def channel_overrides() -> dict:
+    return {"secret_key": SecretStr(SECRET_KEY)}  # connections can be added
+
+
+@pytest.fixture(params=[TelegramHarness, SlackHarness, TwilioSmsHarness, TwilioVoiceHarness,
+                        TwilioVoiceConnectionHarness, WebChatHarness],
+                ids=lambda h: getattr(h, "case", h.name))
 def any_channel(request, fake_telegram, fake_slack, fake_twilio, client) -> Harness:
-    """Every channel, for the cases every channel must pass."""
+    """Every channel (and connection kind), for the cases every channel must pass."""
     fakes = {"telegram": fake_telegram, "slack": fake_slack, "twilio_sms": fake_twilio,
              "twilio_voice": fake_twilio, "webchat": None}
     harness = request.param(fakes[request.param.name])

@@ -28,6 +28,7 @@ def test_customer_routes_are_matched_before_the_admin_and_console_routers(channe
     telegram = _first_full_match(app, _scope(app, "http", "POST", "/channels/telegram/webhook"))
     admin = min(_first_full_match(app, _scope(app, "http", "GET", path))
                 for path in ("/api/kb/topics", "/api/conversations", "/admin/knowledge/topics"))
-    assert max(chat, relay, telegram) < admin
+    connection_relay = _first_full_match(app, _scope(app, "websocket", "GET", "/channels/twilio/0123456789ab/relay"))
+    assert max(chat, relay, telegram, connection_relay) < admin
     # Only plain routes (the vendor webhooks, the API docs pages) go before the web chat's router.
     assert {type(route).__name__ for route in app.router.routes[:min(chat, relay)]} == {"Route"}
