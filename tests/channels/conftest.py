@@ -39,6 +39,7 @@ def fake_telegram(_fake_servers) -> FakeTelegram:
     fake.updates.clear()
     fake.answer_sends_after_s = 0.0
     fake.bots.clear()
+    fake.sent.clear()
     return fake
 
 

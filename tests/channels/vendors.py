@@ -44,6 +44,12 @@ def telegram_update(message: dict, update_id: int | None = None, kind: str = "me
     return {"update_id": update_id if update_id is not None else next_id(), kind: message}
 
 
+def telegram_press(sent: dict, data: str, *, user_id: int = USER_ID) -> dict:
+    """A callback query: ``user_id`` pressed the button with ``data`` under the bot's message ``sent``."""
+    return {"id": str(next_id()), "chat_instance": "-8012345678901234567", "data": data, "message": sent,
+            "from": {"id": user_id, "is_bot": False, "first_name": "Ada", "username": "ada", "language_code": "en"}}
+
+
 def post_telegram(client: httpx.Client, update: dict, secret: str | None = TELEGRAM_SECRET) -> httpx.Response:
     headers = {"X-Telegram-Bot-Api-Secret-Token": secret} if secret is not None else {}
     return client.post("/channels/telegram/webhook", json=update, headers=headers)
