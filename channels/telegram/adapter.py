@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
-from collections.abc import Awaitable
 
 from aiogram import Bot
 from aiogram.client.default import DefaultBotProperties
@@ -24,7 +23,7 @@ from pydantic import ValidationError
 
 from channels import webhook_docs
 from channels.connection_capabilities import TELEGRAM
-from channels.delivery import deliver_parts, reject_unverified, run_work, turn_runner
+from channels.delivery import deliver_parts, deliver_rated_parts, reject_unverified, run_work, turn_runner
 from channels.errors import ChannelRateLimited, ChannelRejected, ChannelUnavailable
 from channels.outbound_retry import RetryPolicy, send_with_retry
 from channels.render import html_to_text, render
@@ -115,14 +114,8 @@ class TelegramSink:
         """The reply with the rating keyboard under its last part (when buttons are on)."""
         if not self.buttons:
             return await self.deliver(text)
-        parts = render(text, CAPABILITIES)
-        numbered = [(i == len(parts), part) for i, part in enumerate(parts, 1)]
-
-        def send(item: tuple[bool, str]) -> Awaitable[str]:
-            last, part = item
-            return self._send(part, message_id if last else None)
-
-        return await deliver_parts(numbered, send, self.policy, what="telegram sendMessage")
+        return await deliver_rated_parts(render(text, CAPABILITIES), self._send, self.policy,
+                                         what="telegram sendMessage", message_id=message_id)
 
     async def say(self, text: str) -> None:
         """A canned answer outside a turn; raises if it finally fails (the runner logs it)."""

@@ -46,6 +46,7 @@ def fake_telegram(_fake_servers) -> FakeTelegram:
 @pytest.fixture
 def fake_slack(_fake_servers) -> FakeSlack:
     _fake_servers[1].recorder.reset()
+    _fake_servers[1].sent_ts.clear()
     return _fake_servers[1]
 
 
