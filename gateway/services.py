@@ -271,6 +271,7 @@ class Services:
         pipeline.closing_writes.append(live.closing_writes)
         insight = Insight.build(settings, store, metrics)
         pipeline.turn_writes.append(insight.outcomes.turn_into)
+        pipeline.turn_writes.append(insight.outcomes.abandoned_into)
         if insight.csat.enabled:
             pipeline.turn_writes.append(insight.csat.turn_into)
             pipeline.intercepts.append(insight.csat.take)

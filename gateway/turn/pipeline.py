@@ -459,6 +459,7 @@ class TurnPipeline:
         trace.tool_calls = reply.tool_calls or trace.tool_calls  # a fallback reply keeps the calls it made
         trace.delivery_error = delivery.error
         trace.delivery_retryable = not delivery.delivered and delivery.retryable
+        trace.abandoned = delivery.left
         trace.total_ms = round((time.perf_counter() - t0) * 1000, 3)
         _add_redis(trace, tally)
         turn.conversation.last_activity_at = utcnow()

@@ -45,6 +45,7 @@ class DeliveryReport:
     error: str | None = None
     retryable: bool = False  # it failed for a reason that may pass (vendor 5xx, network, rate limit)
     interrupted: bool = False  # cut off by the listener (a caller barging in): only part of it went out
+    left: bool = False  # the customer left before it was finished (a chat page closed mid-stream, a hang-up)
 
 
 @runtime_checkable
