@@ -1,18 +1,19 @@
 """The SMS closing question (CSAT): asked once the conversation has been idle, through the real timer; a 1-5
 or yes/no answer is recorded as the conversation's rating and starts no turn; anything else is a turn and
-closes the question."""
+closes the question. WhatsApp (a console-added sender) the same."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import pytest
+from pydantic import SecretStr
 
 from gateway.http.app import create_app
 from gateway.services import Services
 from tests.channels import vendors
 from tests.channels.conftest import settle, wait_until
-from tests.channels.connections_support import ADMIN
+from tests.channels.connections_support import ADMIN, SECRET_KEY, add, webhook_path
 from tests.fakes.live_server import LiveServer
 
 PROMPT = "How did we do? Reply with a number from 1 (bad) to 5 (great)."
@@ -20,7 +21,7 @@ PROMPT = "How did we do? Reply with a number from 1 (bad) to 5 (great)."
 
 @pytest.fixture
 def channel_overrides() -> dict:
-    return {"csat_prompt": PROMPT, "csat_after_s": 1}
+    return {"csat_prompt": PROMPT, "csat_after_s": 1, "secret_key": SecretStr(SECRET_KEY)}
 
 
 @pytest.fixture
@@ -78,3 +79,25 @@ def test_anything_else_is_a_turn_and_closes_the_question(client, live, fake_twil
     settle(live)
     assert len(fake_openai.chat_requests()) == 3  # "no" after another message is just a message
     assert _csat(client) == {"count": 0, "average": None}
+
+
+def test_a_whatsapp_customer_answers_the_question_too(client, live, fake_twilio, fake_openai, stored):
+    sid, token, sender, customer = "AC" + "5" * 32, "wa-auth-token-4321", "whatsapp:+14155238886", "+15557654321"
+    fake_twilio.add_account(sid, token)
+    wa = add(client, kind="whatsapp", name="WhatsApp", credentials={"account_sid": sid, "auth_token": token,
+                                                                   "sender": sender})
+
+    def inbound(message_sid: str, body: str) -> dict[str, str]:
+        return {"MessageSid": message_sid, "AccountSid": sid, "From": "whatsapp:" + customer, "To": sender,
+                "Body": body, "NumMedia": "0", "ApiVersion": "2010-04-01", "WaId": customer[1:]}
+
+    fake_openai.script_reply("Our bikes cost 35 euros a day.")
+    vendors.post_twilio(client, webhook_path(wa), inbound("SM" + "1" * 32, "How much is a bike?"), token=token)
+    wait_until(lambda: PROMPT in fake_twilio.sent_texts("whatsapp:" + customer), timeout=30,
+               what="the closing question on WhatsApp")
+    vendors.post_twilio(client, webhook_path(wa), inbound("SM" + "2" * 32, "5"), token=token)
+    wait_until(lambda: _csat(client)["count"] == 1, what="the rating counted")
+    settle(live)
+    assert _csat(client) == {"count": 1, "average": 5.0}
+    assert len(fake_openai.chat_requests()) == 1
+    assert fake_twilio.sent_texts("whatsapp:" + customer) == ["Our bikes cost 35 euros a day.", PROMPT]
