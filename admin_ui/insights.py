@@ -54,9 +54,12 @@ async def insights(request: Request, range: str = "7", agent: str = "", channel:
         "Resolved": f"{report['resolved']} ({_share(report['resolved'], conversations)})",
         "Handed off": f"{report['handed_off']} ({_share(report['handed_off'], conversations)})",
         "Unanswered": f"{report['unanswered']} ({_share(report['unanswered'], conversations)})",
+        "Abandoned": f"{report['abandoned']} ({_share(report['abandoned'], conversations)})",
         "Rated 👍 / 👎": f"{report['feedback']['up']} / {report['feedback']['down']} "
                          f"({_share(report['feedback']['up'], rated)} 👍)",
         "Comments": str(report["feedback"]["comments"]),
+        "CSAT (1-5)": (f"{report['csat']['average']:.2f} from {report['csat']['count']} answer"
+                       f"{'' if report['csat']['count'] == 1 else 's'}" if report["csat"]["count"] else "no answers"),
         "Tokens (prompt / completion)": f"{report['tokens']['prompt']:,} / {report['tokens']['completion']:,}",
         "Cost": f"{report['cost']:.4f}",
     }

@@ -19,7 +19,7 @@ from gateway.channel import (
     Work,
 )
 
-__all__ = ["deliver_parts", "reject_unverified", "run_work", "turn_runner"]
+__all__ = ["deliver_parts", "deliver_rated_parts", "reject_unverified", "run_work", "turn_runner"]
 
 ChannelRetryable = (ChannelRateLimited, ChannelUnavailable)
 
@@ -43,6 +43,20 @@ async def deliver_parts(
                 retryable=isinstance(exc, ChannelRetryable),
             )
     return DeliveryReport(delivered=True, parts=len(parts), external_ids=tuple(sent))
+
+
+async def deliver_rated_parts(
+    parts: Sequence[str], send: Callable[[str, str | None], Awaitable[str]], policy: RetryPolicy, *, what: str,
+    message_id: str,
+) -> DeliveryReport:
+    """``deliver_parts``, the last part sent as ``send(part, message_id)`` (with the buttons that rate the
+    stored reply ``message_id``), the others as ``send(part, None)``."""
+    marked = [(part, message_id if i == len(parts) else None) for i, part in enumerate(parts, 1)]
+
+    def send_marked(item: tuple[str, str | None]) -> Awaitable[str]:
+        return send(*item)
+
+    return await deliver_parts(marked, send_marked, policy, what=what)
 
 
 def reject_unverified(context: ChannelContext, channel: str, why: str, *, status: int = 401) -> NoReturn:

@@ -40,10 +40,10 @@ from gateway.http.responses import PUBLIC, webhook_operation
 from gateway.http.security_headers import chat_page_policy
 from gateway.inbox.delivery import Delivery
 from gateway.inbox.handler import DeliveryRejected, InboxHandler, SendWork, TurnWork, Work
-from gateway.insight.feedback import Voter
+from gateway.insight.feedback import Feedback, Voter
 from gateway.services import ChannelContext
 from gateway.turn.pipeline import Turn, TurnOutcome
-from gateway.turn.ports import Capabilities, DeliveryReport, Markup, ReplySink, TranscriptSink
+from gateway.turn.ports import Capabilities, DeliveryReport, Markup, RatedSink, ReplySink, TranscriptSink
 from gateway.turn.runner import TurnRunner
 
 if TYPE_CHECKING:
@@ -52,9 +52,9 @@ if TYPE_CHECKING:
 __all__ = [
     "Attachment", "BadRequest", "Capabilities", "ChannelAdapter", "ChannelContext", "ChannelDeliveryError",
     "Conflict", "Connection", "ConnectionStore", "ConnectionVerifier", "CredentialsRefused", "Delivery",
-    "DeliveryRejected", "DeliveryReport", "EndReason", "Forbidden", "GatewayError",
+    "DeliveryRejected", "DeliveryReport", "EndReason", "Feedback", "Forbidden", "GatewayError",
     "InboundMessage", "InboxHandler", "InvalidInput", "InvalidJSON", "JSONBodyRoute", "Markup", "Message",
-    "NotFound", "PUBLIC", "PayloadTooLarge", "RateLimited", "RedisStore", "ReplySink", "Role", "SendWork",
+    "NotFound", "PUBLIC", "PayloadTooLarge", "RateLimited", "RatedSink", "RedisStore", "ReplySink", "Role", "SendWork",
     "ServiceUnavailable", "Settings", "SourceRef", "TranscriptSink", "Turn", "TurnOutcome", "TurnRunner",
     "TurnWork", "Unauthorized", "Voter",
     "Work", "bearer_token", "chat_page_policy", "client_address", "decode_json", "describe_operation", "failure",

@@ -61,6 +61,7 @@ from gateway.inbox.handler import InboxHandler
 from gateway.inbox.operator_desk import DirectSink, OperatorDesk
 from gateway.inbox.retries import RetryWindow
 from gateway.inbox.stream import Inbox
+from gateway.insight.feedback import Feedback
 from gateway.insight.service import Insight, VisitorCheck
 from gateway.jobs import registry as jobs
 from gateway.jobs.embedded import EmbeddedRedis
@@ -102,6 +103,7 @@ INTERRUPTED_AFTER_S = 900.0  # a document lock's lease: past it, a silent ingest
 IDLE_SWEEP_TIMER = "end_idle"
 HANDOFF_RETURN_TIMER = "handoff_return"
 WEBSITE_REFRESH_TIMER = "website_refresh"
+CSAT_TIMER = "csat"
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,7 @@ class ChannelContext:
     on_stop: list[Hook]
     rate_limits: RateLimits | None = None  # web chat's sessions and messages (README: Rate limits)
     visitors: list[VisitorCheck] = field(default_factory=list)  # who may rate a reply (insight, issue 41)
+    feedback: Feedback | None = None  # ratings from the channels' buttons (insight, issue 41)
     # conn (issue 28): connections the webhooks route by, and each kind's vendor check (channels fill it)
     connections: ConnectionStore | None = None
     connection_verifiers: dict[str, ConnectionVerifier] = field(default_factory=dict)
@@ -273,6 +276,10 @@ class Services:
         pipeline.closing_writes.append(live.closing_writes)
         insight = Insight.build(settings, store, metrics)
         pipeline.turn_writes.append(insight.outcomes.turn_into)
+        pipeline.turn_writes.append(insight.outcomes.abandoned_into)
+        if insight.csat.enabled:
+            pipeline.turn_writes.append(insight.csat.turn_into)
+            pipeline.intercepts.append(insight.csat.take)
         events.subscribe(ConversationEnded, insight.outcomes.on_conversation_ended)
         services = cls(
             settings=settings,
@@ -320,6 +327,7 @@ class Services:
                                      services.direct_sinks, pipeline.capabilities)
         services.insight = insight
         services.desk.on_take_over.append(insight.outcomes.handed_off)
+        insight.csat.sink_for = services.desk.reply_sink
         services.live_feed = LiveFeed(store)
         services.conversations = ConversationList(store, handoffs)
         services.on_start.append(store.search.start_backfill)  # conversations stored before the search index
@@ -344,6 +352,8 @@ class Services:
         live.timers.add(_idle_sweep_timer(sessions, settings.session_sweep_s))
         live.timers.add(periodic_timer(HANDOFF_RETURN_TIMER, "handoff", min(60, settings.handoff_idle_s // 4 or 1),
                                        services.desk.return_idle))
+        if insight.csat.enabled:
+            live.timers.add(periodic_timer(CSAT_TIMER, "csat", insight.csat.sweep_period_s, insight.csat.sweep_fired))
         live.timers.add(periodic_timer(WEBSITE_REFRESH_TIMER, "webrefresh", 300, services.appends.refresh_if_due))
         live.subscribe(events)
         services.on_start.append(live.start)
@@ -437,6 +447,7 @@ class Services:
             connections=self.connections.store if self.connections else None,
             connection_verifiers=self.connections.verifiers if self.connections else {},
             visitors=self.visitors, environment_connections=environment_connections(self.settings),
+            feedback=self.insight.feedback if self.insight else None,
         )
 
     async def start(self) -> None:

@@ -30,10 +30,11 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from channels import webhook_docs
 from channels.connection_capabilities import SLACK
-from channels.delivery import deliver_parts, reject_unverified, turn_runner
+from channels.delivery import deliver_parts, deliver_rated_parts, reject_unverified, turn_runner
 from channels.errors import ChannelRateLimited, ChannelRejected, ChannelUnavailable
 from channels.outbound_retry import RetryPolicy
 from channels.render import render
+from channels.slack.ratings import ACTION_PREFIX, RatingPress, SlackRatings, rated_blocks
 from gateway.channel import (
     BadRequest,
     ChannelContext,
@@ -99,19 +100,23 @@ class SlackSink:
     streaming = False
     channel = CHANNEL
 
-    def __init__(self, client: AsyncWebClient, channel_id: str, thread_ts: str | None, policy: RetryPolicy) -> None:
+    def __init__(self, client: AsyncWebClient, channel_id: str, thread_ts: str | None, policy: RetryPolicy,
+                 buttons: bool = False) -> None:
         self.client = client
         self.channel_id = channel_id
         self.thread_ts = thread_ts
         self.policy = policy
+        self.buttons = buttons  # 👍 / 👎 under a turn's reply (SWITCHBOARD_FEEDBACK_BUTTONS)
 
     async def delta(self, text: str) -> None:  # pragma: no cover - not streaming
         raise NotImplementedError
 
-    async def _send(self, part: str) -> str:
+    async def _send(self, part: str, rates: str | None = None) -> str:
+        blocks = rated_blocks(part, rates) if rates is not None else None
         try:
             resp = await self.client.chat_postMessage(
-                channel=self.channel_id, text=part, thread_ts=self.thread_ts, mrkdwn=True, unfurl_links=False
+                channel=self.channel_id, text=part, thread_ts=self.thread_ts, mrkdwn=True, unfurl_links=False,
+                blocks=blocks,
             )
         except SlackApiError as exc:
             status, error = exc.response.status_code, exc.response.get("error", "unknown")
@@ -128,6 +133,13 @@ class SlackSink:
 
     async def deliver(self, text: str) -> DeliveryReport:
         return await deliver_parts(render(text, CAPABILITIES), self._send, self.policy, what="slack chat.postMessage")
+
+    async def deliver_rated(self, text: str, message_id: str) -> DeliveryReport:
+        """The reply with the rating buttons under its last part (when buttons are on)."""
+        if not self.buttons:
+            return await self.deliver(text)
+        return await deliver_rated_parts(render(text, CAPABILITIES), self._send, self.policy,
+                                         what="slack chat.postMessage", message_id=message_id)
 
 
 class SlackAdapter:
@@ -148,6 +160,8 @@ class SlackAdapter:
                             request_verification_enabled=False, logger=logging.getLogger("slack_bolt"))
         self.app.event("app_mention")(self.on_mention)
         self.app.event("message")(self.on_message)
+        self.ratings = SlackRatings(context.feedback, client, connection)
+        self.app.action(re.compile(f"^{ACTION_PREFIX}"))(self.on_rate)
         self.handler = AsyncSlackRequestHandler(self.app)
 
     async def start(self) -> None:
@@ -208,7 +222,19 @@ class SlackAdapter:
             parsed = SlackEvent.model_validate(event)
         except ValidationError as exc:
             raise DeliveryRejected("a queued Slack event without the fields of a message") from exc
-        return SlackSink(self.client, parsed.channel, parsed.reply_ts, self.policy)
+        return self._sink(parsed.channel, parsed.reply_ts)
+
+    def _sink(self, channel: str, reply_ts: str | None) -> SlackSink:
+        return SlackSink(self.client, channel, reply_ts, self.policy, buttons=self.context.settings.feedback_buttons)
+
+    async def on_rate(self, ack, body: dict) -> None:
+        """A press on a rating button: acknowledged at once (Slack waits 3 s at most), recorded after."""
+        await ack()
+        press = RatingPress.parse(body)
+        if press is None:
+            log.info("slack: a rating press without the fields it needs; ignored")
+            return
+        self.runner.spawn(self.ratings.record(press), what=f"slack rating of {press.message_id}")
 
     # bolt injects listener arguments by parameter name
     async def on_mention(self, body: dict, event: dict, context: dict) -> None:
@@ -250,7 +276,7 @@ class SlackAdapter:
         if self.connection is not None:
             inbound = scoped(inbound, self.connection)
         turn = await self.context.pipeline.accept(inbound, delivery_id=delivery_id)
-        return None if turn is None else TurnWork(turn, SlackSink(self.client, event.channel, reply_ts, self.policy))
+        return None if turn is None else TurnWork(turn, self._sink(event.channel, reply_ts))
 
     def router(self) -> APIRouter:
         router = APIRouter()

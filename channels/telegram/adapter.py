@@ -17,24 +17,23 @@ from aiogram import Bot
 from aiogram.client.default import DefaultBotProperties
 from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import TelegramAPIServer
-from aiogram.exceptions import (
-    TelegramAPIError,
-    TelegramNetworkError,
-    TelegramRetryAfter,
-    TelegramServerError,
-)
 from aiogram.types import ReplyParameters, Update, User
 from fastapi import APIRouter, Request, Response
 from pydantic import ValidationError
 
 from channels import webhook_docs
 from channels.connection_capabilities import TELEGRAM
-from channels.delivery import deliver_parts, reject_unverified, run_work, turn_runner
+from channels.delivery import deliver_parts, deliver_rated_parts, reject_unverified, run_work, turn_runner
 from channels.errors import ChannelRateLimited, ChannelRejected, ChannelUnavailable
 from channels.outbound_retry import RetryPolicy, send_with_retry
 from channels.render import html_to_text, render
+from channels.telegram.api import call as _call
+from channels.telegram.buttons import Buttons
+from channels.telegram.ratings import PREFIX as RATING_PREFIX
+from channels.telegram.ratings import TelegramRatings, keyboard
 from channels.telegram.updates import (
     CHANNEL,
+    ButtonPress,
     ChatTarget,
     ChatText,
     Ignored,
@@ -65,21 +64,9 @@ WEBHOOK_PATH = "/channels/telegram/webhook"
 # what the OpenAPI document says this vendor sends here (the routes read raw bodies)
 WEBHOOKS = {WEBHOOK_PATH: webhook_docs.TELEGRAM_UPDATE}
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
-ALLOWED_UPDATES = ["message", "edited_message"]
+ALLOWED_UPDATES = ["message", "edited_message", "callback_query"]
 CAPABILITIES = TELEGRAM
 UNPARSABLE = "can't parse entities"  # Telegram's 400 for HTML it cannot read
-
-
-async def _call(coro, what: str):
-    """Run one Bot API call, translating aiogram's errors into the channel error tree."""
-    try:
-        return await coro
-    except TelegramRetryAfter as exc:
-        raise ChannelRateLimited(f"telegram {what}: {exc.message}", retry_after_s=exc.retry_after) from exc
-    except (TelegramServerError, TelegramNetworkError) as exc:
-        raise ChannelUnavailable(f"telegram {what}: {type(exc).__name__}: {exc.message}") from exc
-    except TelegramAPIError as exc:
-        raise ChannelRejected(f"telegram {what}: {type(exc).__name__}: {exc.message}") from exc
 
 
 class TelegramSink:
@@ -87,10 +74,11 @@ class TelegramSink:
     channel = CHANNEL
     typing_interval_s = 4.5  # Telegram shows the action for about 5 s
 
-    def __init__(self, bot: Bot, target: ChatTarget, policy: RetryPolicy) -> None:
+    def __init__(self, bot: Bot, target: ChatTarget, policy: RetryPolicy, buttons: bool = False) -> None:
         self.bot = bot
         self.target = target
         self.policy = policy
+        self.buttons = buttons  # 👍 / 👎 under a turn's reply (SWITCHBOARD_FEEDBACK_BUTTONS)
 
     async def delta(self, text: str) -> None:  # pragma: no cover - not streaming
         raise NotImplementedError
@@ -99,14 +87,15 @@ class TelegramSink:
         await _call(self.bot.send_chat_action(self.target.chat_id, "typing",
                                               message_thread_id=self.target.thread_id), "sendChatAction")
 
-    async def _send(self, part: str) -> str:
+    async def _send(self, part: str, rates: str | None = None) -> str:
         reply = None
         if self.target.reply_to is not None:
             reply = ReplyParameters(message_id=self.target.reply_to, allow_sending_without_reply=True)
+        keys = keyboard(rates) if rates is not None else None
 
         def send(text: str, **markup):
             return _call(self.bot.send_message(self.target.chat_id, text, message_thread_id=self.target.thread_id,
-                                               reply_parameters=reply, **markup), "sendMessage")
+                                               reply_parameters=reply, reply_markup=keys, **markup), "sendMessage")
 
         try:
             sent = await send(part)
@@ -120,6 +109,13 @@ class TelegramSink:
 
     async def deliver(self, text: str) -> DeliveryReport:
         return await deliver_parts(render(text, CAPABILITIES), self._send, self.policy, what="telegram sendMessage")
+
+    async def deliver_rated(self, text: str, message_id: str) -> DeliveryReport:
+        """The reply with the rating keyboard under its last part (when buttons are on)."""
+        if not self.buttons:
+            return await self.deliver(text)
+        return await deliver_rated_parts(render(text, CAPABILITIES), self._send, self.policy,
+                                         what="telegram sendMessage", message_id=message_id)
 
     async def say(self, text: str) -> None:
         """A canned answer outside a turn; raises if it finally fails (the runner logs it)."""
@@ -138,6 +134,8 @@ class TelegramAdapter:
         self.bot = bot
         self.policy = RetryPolicy.from_settings(context.settings)
         self.runner = turn_runner(context)
+        self.buttons = Buttons(self.policy)
+        self.buttons.add(RATING_PREFIX, TelegramRatings(context.feedback, self.policy))
         self._me: User | None = None
         self._poller: asyncio.Task[None] | None = None
 
@@ -211,7 +209,10 @@ class TelegramAdapter:
         msg = self._update(delivery).message
         if msg is None:
             raise DeliveryRejected("a Telegram update without a message has no reply target")
-        return TelegramSink(self.bot, target_of(msg), self.policy)
+        return self._sink(target_of(msg))
+
+    def _sink(self, target: ChatTarget) -> TelegramSink:
+        return TelegramSink(self.bot, target, self.policy, buttons=self.settings.feedback_buttons)
 
     async def accept_update(self, update: Update, *, delivery_id: str | None = None) -> Work | None:
         event = read_update(update, await self.me())
@@ -220,10 +221,12 @@ class TelegramAdapter:
             return None
         if isinstance(event, ChatText):
             turn = await self.context.pipeline.accept(event.inbound, delivery_id=delivery_id)
-            return None if turn is None else TurnWork(turn, TelegramSink(self.bot, event.target, self.policy))
+            return None if turn is None else TurnWork(turn, self._sink(event.target))
         if not await self.context.store.claim_once("update", CHANNEL, str(update.update_id)):
             self.context.metrics.duplicates.labels(CHANNEL).inc()
             return None
+        if isinstance(event, ButtonPress):
+            return SendWork(lambda: self.buttons.press(self.bot, event), what=f"telegram button {update.update_id}")
         if isinstance(event, StartCommand):
             await self._restart(event)
             text = self.settings.channel_welcome_message

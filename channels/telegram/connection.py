@@ -25,8 +25,12 @@ from channels.delivery import reject_unverified
 from channels.errors import ChannelRejected
 from channels.outbound_retry import RetryPolicy
 from channels.telegram.adapter import ALLOWED_UPDATES, CAPABILITIES, SECRET_HEADER, TelegramSink, _call
+from channels.telegram.buttons import Buttons
+from channels.telegram.ratings import PREFIX as RATING_PREFIX
+from channels.telegram.ratings import TelegramRatings
 from channels.telegram.updates import (
     CHANNEL,
+    ButtonPress,
     ChatText,
     Ignored,
     StartCommand,
@@ -65,12 +69,17 @@ class ConnectionTelegramSink(TelegramSink):
     """A connection bot's replies; each outcome goes into the connection's status."""
 
     def __init__(self, bot: Bot, target, policy: RetryPolicy, context: ChannelContext, connection: Connection) -> None:
-        super().__init__(bot, target, policy)
+        super().__init__(bot, target, policy, buttons=context.settings.feedback_buttons)
         self.context = context
         self.connection = connection
 
     async def deliver(self, text: str) -> DeliveryReport:
         return await note_delivery(self.context, self.connection, await super().deliver(text))
+
+    async def deliver_rated(self, text: str, message_id: str) -> DeliveryReport:
+        if not self.buttons:
+            return await self.deliver(text)
+        return await note_delivery(self.context, self.connection, await super().deliver_rated(text, message_id))
 
 
 class TelegramConnections:
@@ -79,6 +88,8 @@ class TelegramConnections:
     def __init__(self, context: ChannelContext) -> None:
         self.context = context
         self.policy = RetryPolicy.from_settings(context.settings)
+        self.buttons = Buttons(self.policy)
+        self.buttons.add(RATING_PREFIX, TelegramRatings(context.feedback, self.policy))
         self._bots: dict[str, tuple[str, Bot]] = {}  # connection id -> (its token, its bot)
         self._me: dict[str, User] = {}
         self._retired: list[Bot] = []  # bots whose token changed: their sessions close with the process
@@ -140,6 +151,9 @@ class TelegramConnections:
             return None if turn is None else TurnWork(turn, sink)
         if not await self.context.store.claim_once("update", CHANNEL, delivery.dedup_id):
             return None
+        if isinstance(event, ButtonPress):
+            return SendWork(lambda: self.buttons.press(bot, event, connection.id),
+                            what=f"telegram button ({connection.id})")
         if isinstance(event, StartCommand):
             store = self.context.store
             persona = await store.resolve_persona(scope_identity(event.identity, connection.id), event.display_name)

@@ -15,8 +15,8 @@ from aiogram.types import Message, Update, User
 from gateway.channel import Attachment, InboundMessage
 
 __all__ = [
-    "ChatText", "ChatTarget", "Ignored", "StartCommand", "TelegramEvent", "Unsupported", "chat_key", "read_update",
-    "target_of",
+    "ButtonPress", "ChatText", "ChatTarget", "Ignored", "StartCommand", "TelegramEvent", "Unsupported", "chat_key",
+    "read_update", "target_of",
 ]
 
 CHANNEL = "telegram"
@@ -58,7 +58,19 @@ class ChatText:
     inbound: InboundMessage
 
 
-TelegramEvent = Ignored | Unsupported | StartCommand | ChatText
+@dataclass(frozen=True)
+class ButtonPress:
+    """A press on an inline keyboard button under one of the bot's messages (a callback query)."""
+
+    query_id: str
+    data: str
+    identity: str  # who pressed it
+    thread: str  # the chat (and topic) the message is in, as ``chat_key`` names it
+    chat_id: int | None  # None: the message is too old for Telegram to say where it is
+    message_id: int | None  # the bot's message the keyboard is under
+
+
+TelegramEvent = Ignored | Unsupported | StartCommand | ChatText | ButtonPress
 
 
 def _attachments(msg: Message) -> tuple[Attachment, ...]:
@@ -106,11 +118,21 @@ def _addressed_to_bot(msg: Message, me: User) -> tuple[bool, str]:
 
 def chat_key(update: Update) -> str:
     """The chat (and forum topic) an update belongs to: its deliveries are answered in order."""
-    msg = update.message or update.edited_message
+    msg = update.message or update.edited_message or (update.callback_query.message if update.callback_query else None)
     if msg is None:
         return "updates"
-    topic = msg.message_thread_id if msg.is_topic_message else None
+    topic = msg.message_thread_id if getattr(msg, "is_topic_message", None) else None
     return f"{msg.chat.id}:{topic}" if topic else str(msg.chat.id)
+
+
+def _press(update: Update) -> ButtonPress | Ignored:
+    query = update.callback_query
+    assert query is not None
+    if not query.data:
+        return Ignored("a callback query without data (a game)")
+    msg = query.message
+    return ButtonPress(query.id, query.data, f"telegram:{query.from_user.id}", chat_key(update),
+                       msg.chat.id if msg else None, msg.message_id if msg else None)
 
 
 def target_of(msg: Message) -> ChatTarget:
@@ -121,6 +143,8 @@ def target_of(msg: Message) -> ChatTarget:
 
 
 def read_update(update: Update, me: User) -> TelegramEvent:
+    if update.callback_query is not None:
+        return _press(update)
     msg = update.message
     if msg is None:
         kind = "edit" if update.edited_message or update.edited_channel_post else "other update"

@@ -88,6 +88,7 @@ class RelaySink:
         self.heard = ""  # what the caller heard before cutting in (Twilio's utteranceUntilInterrupt)
         self.interrupted = asyncio.Event()
         self.streamed = False
+        self.left = False  # the caller hung up before the reply was finished (insight: abandoned)
 
     async def _send(self, token: str, last: bool) -> None:
         if self.interrupted.is_set():
@@ -103,17 +104,22 @@ class RelaySink:
 
     async def deliver(self, text: str) -> DeliveryReport:
         if self.interrupted.is_set():  # what was heard is stored, marked interrupted; nothing more is said
-            return DeliveryReport(delivered=True, interrupted=True)
+            return DeliveryReport(delivered=True, interrupted=True, left=self.left)
         tail = self.words.rest() if self.streamed else speakable(text)
         try:
             await self._send(tail, last=True)
         except (WebSocketDisconnect, RuntimeError) as exc:  # the call's socket went away
-            return DeliveryReport(delivered=False, error=f"relay socket closed: {exc}", retryable=False)
+            return DeliveryReport(delivered=False, error=f"relay socket closed: {exc}", retryable=False, left=True)
         return DeliveryReport(delivered=True)
 
     def cut(self, heard: str | None) -> None:
         self.heard = heard if heard is not None else self.spoken
         self.interrupted.set()
+
+    def hang_up(self) -> None:
+        """The call's socket closed while this reply was being spoken: the caller left mid-answer."""
+        self.left = True
+        self.cut(None)
 
 
 @dataclass
@@ -221,7 +227,7 @@ class TwilioRelayAdapter:
             pass
         finally:
             if call.sink is not None and call.task is not None and not call.task.done():
-                call.sink.cut(None)  # the transcript keeps what was said; nothing is said again
+                call.sink.hang_up()  # the transcript keeps what was said; nothing is said again
             running = [*call.tasks, *([call.expected] if call.expected is not None else [])]
             if running:
                 await asyncio.gather(*running, return_exceptions=True)

@@ -78,12 +78,19 @@ class _SocketSink:
 
     def __init__(self, ws: WebSocket) -> None:
         self.ws = ws
+        self.left = False  # the page went away mid-stream: the reply is finished and stored all the same
 
     async def delta(self, text: str) -> None:
-        await self.ws.send_json({"type": "delta", "text": text})
+        if self.left:
+            return
+        try:
+            await self.ws.send_json({"type": "delta", "text": text})
+        except (WebSocketDisconnect, RuntimeError, OSError):
+            self.left = True
 
     async def deliver(self, text: str) -> DeliveryReport:
-        return DeliveryReport(delivered=True)  # the final frame follows with the turn id
+        # the final frame follows with the turn id; a visitor who left finds the reply in the transcript
+        return DeliveryReport(delivered=True, left=self.left)
 
 
 def _frame(raw: str) -> ChatMessageIn:

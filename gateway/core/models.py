@@ -245,6 +245,7 @@ class TurnTrace(BaseModel):
     error: Text | None = None
     delivery_error: Text | None = None
     delivery_retryable: bool = False  # the failure may pass (vendor 5xx, network): the inbox sends it again
+    abandoned: bool = False  # the customer left before the reply was finished (insight, issue 41)
     # Why the bot did not answer or its answer was not delivered: the conversation was handed off
     # (before the turn, or while it ran); the user's message stays in the transcript for the operator.
     suppressed: Text | None = None

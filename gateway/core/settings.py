@@ -285,6 +285,20 @@ class Settings(BaseSettings):
     feedback_comment_max_chars: int = Field(
         default=2000, ge=1, description="Longest comment accepted with a rating."
     )
+    feedback_buttons: bool = Field(
+        True, description="Telegram and Slack replies carry 👍 / 👎 buttons that rate them.",
+    )
+    csat_prompt: str = Field(
+        "", description="SMS and WhatsApp: the closing question sent once a conversation has been idle "
+        "`SWITCHBOARD_CSAT_AFTER_S` (e.g. \"How did we do? Reply 1-5.\"); its 1-5 or yes/no answer is recorded as a "
+        "rating, not answered by the bot. Empty: no question.",
+    )
+    csat_after_s: int = Field(
+        default=600, ge=1, description="A conversation idle this long (seconds) gets the closing question.",
+    )
+    csat_window_s: int = Field(
+        default=86_400, ge=1, description="How long after the closing question an answer counts as its rating.",
+    )
     insight_retention_days: int = Field(
         default=400, ge=1, description="How long the daily insight counters (and gap groups, comments) are kept, "
         "in days.",

@@ -89,7 +89,7 @@ class OperatorDesk:
             raise Conflict("Take over the conversation before replying: the assistant is answering it")
         if handoff.operator != operator:
             raise Conflict(f"{handoff.operator} has taken over this conversation; only they can reply")
-        sink = await self._sink(conversation)
+        sink = await self.reply_sink(conversation)
         await self.handoffs.wait_for_gate(conversation_id, 5.0)  # a bot reply already on its way goes first
         message = Message(conversation_id=conversation.id, persona_id=conversation.persona_id, role=Role.OPERATOR,
                           channel=conversation.channel, text=text, delivery=DeliveryStatus.PENDING,
@@ -128,7 +128,8 @@ class OperatorDesk:
     async def state(self, conversation_id: str) -> Handoff | None:
         return await self.handoffs.get(conversation_id)
 
-    async def _sink(self, conversation: Conversation) -> ReplySink:
+    async def reply_sink(self, conversation: Conversation) -> ReplySink:
+        """Where a message to the conversation goes outside a turn (an operator's reply, the closing question)."""
         direct = self.direct_sinks.get(conversation.channel)
         if direct is not None:
             return direct(conversation)

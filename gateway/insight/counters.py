@@ -15,9 +15,10 @@ from gateway.conversation.store import RedisStore
 __all__ = ["MEASURES", "DailyCounters", "Dims", "day_of", "days_between"]
 
 # What is counted. Outcomes are counted once per conversation, feedback once per vote (a changed vote
-# moves its count), tokens and cost per model call; cost in billionths of the currency unit.
+# moves its count), tokens and cost per model call; cost in billionths of the currency unit; closing-question
+# answers (CSAT) as a count and the sum of their 1-5 scores.
 MEASURES = ("conversations", "turns", "resolved", "handed_off", "unanswered", "abandoned", "up", "down",
-            "comments", "prompt", "completion", "cost_nano", "unpriced")
+            "comments", "prompt", "completion", "cost_nano", "unpriced", "csat", "csat_sum")
 SEP = "|"
 
 

@@ -43,10 +43,14 @@ return old
 @dataclass(frozen=True)
 class Voter:
     """Who rates: ``id`` names them for one-vote-per-reply; ``persona_id`` set: they may rate only the
-    replies of their own conversations (a web-chat visitor); None: any (the admin token)."""
+    replies of their own conversations (a web-chat visitor); ``thread`` set: only the replies of
+    conversations in that chat (a Telegram chat, a Slack channel: anyone in it may press the buttons);
+    neither: any (the admin token)."""
 
     id: str
     persona_id: str | None = None
+    thread: str | None = None
+    channel: str | None = None  # with ``thread``: the chat's channel
 
 
 class Vote(BaseModel):
@@ -77,16 +81,19 @@ class Feedback:
     def comments_key(self) -> str:
         return self.store.key("insight", "comments")
 
-    async def rate(self, conversation_id: str, message_id: str, voter: Voter, rating: Rating,
+    async def rate(self, conversation_id: str | None, message_id: str, voter: Voter, rating: Rating,
                    comment: str | None = None) -> Vote:
-        """Cast or change ``voter``'s vote on a bot reply; ``NotFound`` when the conversation has no such
-        reply (or it is not the voter's to rate: told apart from nothing, it would confirm ids)."""
+        """Cast or change ``voter``'s vote on a bot reply (``conversation_id`` None: in whichever conversation
+        it is); ``NotFound`` when the conversation has no such reply (or it is not the voter's to rate: told
+        apart from nothing, it would confirm ids)."""
         comment = (comment or "").strip() or None
         if comment is not None and len(comment) > self.comment_max_chars:
             raise InvalidInput(f"comment: {len(comment)} characters; the limit is {self.comment_max_chars}")
         message = await self.store.get_message(message_id)
+        conversation_id = conversation_id or (message.conversation_id if message else "")
         if (message is None or message.conversation_id != conversation_id or message.role is not Role.AGENT
-                or (voter.persona_id is not None and message.persona_id != voter.persona_id)):
+                or (voter.persona_id is not None and message.persona_id != voter.persona_id)
+                or not await self._in_thread(message.conversation_id, voter)):
             raise NotFound(f"conversation {conversation_id} has no bot reply {message_id}")
         flags = self.store.key("insight", "conv", conversation_id)
         raw_dims = await self.store.redis.hget(flags, "dims")
@@ -107,6 +114,13 @@ class Feedback:
         await pipe.execute()
         self.metrics.insight_feedback.labels(dims.agent, dims.channel, rating).inc()
         return vote
+
+    async def _in_thread(self, conversation_id: str, voter: Voter) -> bool:
+        if voter.thread is None:
+            return True
+        conversation = await self.store.get_conversation(conversation_id)
+        return (conversation is not None and conversation.thread == voter.thread
+                and conversation.channel == voter.channel)
 
     async def of_conversation(self, conversation_id: str) -> list[Vote]:
         raw = await self.store.redis.hvals(self.key(conversation_id))

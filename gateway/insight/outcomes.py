@@ -69,6 +69,20 @@ return 1
 """.replace("LAST_EXAMPLE", str(GAP_EXAMPLES - 1))
 
 
+# KEYS: the day's counters, the conversation's flags, the set of (agent, channel, connection) seen.
+# ARGV: dims suffix, flags TTL, counters TTL. A conversation the customer left mid-answer, counted once.
+_ABANDONED = """
+if redis.call('HSETNX', KEYS[2], 'abandoned', 1) == 1 then
+  redis.call('HINCRBY', KEYS[1], 'abandoned' .. ARGV[1], 1)
+  redis.call('HINCRBY', KEYS[1], 'abandoned', 1)
+  redis.call('EXPIRE', KEYS[1], tonumber(ARGV[3]))
+  redis.call('SADD', KEYS[3], ARGV[1])
+end
+redis.call('EXPIRE', KEYS[2], tonumber(ARGV[2]))
+return 1
+"""
+
+
 def gap_group(question: str) -> tuple[str, str]:
     """The group an unanswered question falls in (its content words, stemmed, in order of first use)
     and the group's id. Differently worded questions with the same words share one group."""
@@ -136,6 +150,16 @@ class Outcomes:
             self.metrics.insight_tokens.labels(*labels, "prompt").inc(prompt)
             self.metrics.insight_tokens.labels(*labels, "completion").inc(completion)
             self.metrics.insight_cost.labels(*labels).inc((cost or 0) / 1e9)
+
+    def abandoned_into(self, pipe, turn: Turn) -> None:
+        """Queue, in the turn's closing round trip, that its customer left before the reply was finished
+        (counted once per conversation)."""
+        trace = turn.trace
+        if not trace.abandoned:
+            return
+        dims = Dims.of(trace.agent, trace.channel, trace.connection)
+        pipe.eval(_ABANDONED, 3, self.counters.key(utcnow().date()), self.conversation_key(trace.conversation_id),
+                  self.counters.dims_key, dims.suffix, CONVERSATION_TTL_S, self.counters.ttl_s)
 
     def unanswered(self, trace: TurnTrace) -> bool:
         """The agent said it did not know, or retrieval found nothing above the threshold."""

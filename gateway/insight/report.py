@@ -124,8 +124,8 @@ def _figures(counts: dict[str, int]) -> dict:
         "handed_off": counts["handed_off"], "unanswered": counts["unanswered"], "abandoned": counts["abandoned"],
         "feedback": {"up": counts["up"], "down": counts["down"], "comments": counts["comments"]},
         "rated_up_share": round(counts["up"] / rated, 4) if rated else None,
-        # The closing CSAT question (SMS/WhatsApp, 1-5) is not built yet: nothing is counted here so far.
-        "csat": {"count": 0, "average": None},
+        "csat": {"count": counts["csat"],
+                 "average": round(counts["csat_sum"] / counts["csat"], 2) if counts["csat"] else None},
         "tokens": {"prompt": counts["prompt"], "completion": counts["completion"], "unpriced": counts["unpriced"]},
         "cost": round(counts["cost_nano"] / NANO, 9),
     }

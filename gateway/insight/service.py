@@ -11,6 +11,7 @@ from gateway.conversation.store import RedisStore
 from gateway.core.metrics import Metrics
 from gateway.core.settings import Settings
 from gateway.insight.counters import DailyCounters
+from gateway.insight.csat import Csat
 from gateway.insight.export import Exporter
 from gateway.insight.feedback import Feedback, Voter
 from gateway.insight.outcomes import Outcomes
@@ -32,6 +33,7 @@ class Insight:
     feedback: Feedback
     insights: Insights
     exporter: Exporter
+    csat: Csat
 
     @classmethod
     def build(cls, settings: Settings, store: RedisStore, metrics: Metrics) -> Insight:
@@ -40,4 +42,4 @@ class Insight:
         feedback = Feedback(store, counters, metrics, settings.feedback_comment_max_chars)
         outcomes = Outcomes(settings, store, counters, prices, metrics)
         return cls(counters, prices, outcomes, feedback, Insights(store, counters, feedback),
-                   Exporter(store, outcomes, feedback, prices))
+                   Exporter(store, outcomes, feedback, prices), Csat(settings, store, counters))

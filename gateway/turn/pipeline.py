@@ -11,7 +11,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -56,6 +56,7 @@ from gateway.turn.ports import (
     PromptAssembler,
     PromptInputs,
     RagMode,
+    RatedSink,
     ReplySink,
     TurnPlan,
 )
@@ -250,6 +251,9 @@ class TurnPipeline:
         # ... and what counts a finished turn (insight, issue 41: tokens, cost, outcomes), given the turn.
         self.turn_writes: list[Callable[[Pipeline, Turn], None]] = []
         self.tool_loop: ToolLoop | None = None  # the agent's tools (gateway.turn.tools), set by the services
+        # Messages another service takes instead of a turn (the answer to a closing question, issue 41): True
+        # when taken. Each must cost no round trip for a message that is plainly not its own.
+        self.intercepts: list[Callable[[InboundMessage], Awaitable[bool]]] = []
 
     async def accept(self, inbound: InboundMessage, *, rag_mode: RagMode = "inline",
                      delivery_id: str | None = None, plan: TurnPlan | None = None,
@@ -262,6 +266,9 @@ class TurnPipeline:
         stores with the accepted turn (to resume it) in the turn's opening round trip (default: what
         ``opening_writes`` set for this task)."""
         opening = opening or _OPENING.get()
+        for take in self.intercepts:
+            if await take(inbound):
+                return None
         async with self.slots.hold():
             with counting() as tally:
                 turn = await self._accept(inbound, rag_mode, delivery_id, opening)
@@ -452,6 +459,7 @@ class TurnPipeline:
         trace.tool_calls = reply.tool_calls or trace.tool_calls  # a fallback reply keeps the calls it made
         trace.delivery_error = delivery.error
         trace.delivery_retryable = not delivery.delivered and delivery.retryable
+        trace.abandoned = delivery.left
         trace.total_ms = round((time.perf_counter() - t0) * 1000, 3)
         _add_redis(trace, tally)
         turn.conversation.last_activity_at = utcnow()
@@ -491,7 +499,7 @@ class TurnPipeline:
                 sources=turn.sources,
             )
         if intent is SendIntent.FIRST or isinstance(sink, IdempotentSink):
-            delivery = await self._deliver(sink, planned.text, key=turn.trace.turn_id)
+            delivery = await self._deliver(sink, planned.text, key=turn.trace.turn_id, message_id=planned.message_id)
             agent_message.delivery = (DeliveryStatus.INTERRUPTED if delivery.interrupted
                                       else DeliveryStatus.DELIVERED if delivery.delivered else DeliveryStatus.FAILED)
             agent_message.delivery_error = delivery.error
@@ -713,9 +721,14 @@ class TurnPipeline:
             await replying
         return Reply(text=sink.heard, responder="interrupted")
 
-    async def _deliver(self, sink: ReplySink, text: str, key: str) -> DeliveryReport:
+    async def _deliver(self, sink: ReplySink, text: str, key: str, message_id: str) -> DeliveryReport:
         try:
-            report = await (sink.deliver_keyed(text, key) if isinstance(sink, IdempotentSink) else sink.deliver(text))
+            if isinstance(sink, IdempotentSink):
+                report = await sink.deliver_keyed(text, key)
+            elif isinstance(sink, RatedSink):
+                report = await sink.deliver_rated(text, message_id)
+            else:
+                report = await sink.deliver(text)
         except Exception as exc:
             log.exception("delivery failed")
             report = DeliveryReport(delivered=False, error=f"{type(exc).__name__}: {exc}")

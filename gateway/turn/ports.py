@@ -13,7 +13,7 @@ from gateway.turn.citations import CitationStyle
 from gateway.turn.responders import Reply, Responder
 
 __all__ = ["AssembledPrompt", "Capabilities", "DeliveryReport", "IdempotentSink", "Markup", "RagMode",
-           "PromptAssembler", "PromptInputs", "ReplySink", "TranscriptSink", "TurnPlan"]
+           "PromptAssembler", "PromptInputs", "RatedSink", "ReplySink", "TranscriptSink", "TurnPlan"]
 
 
 Markup = Literal["plain", "html", "mrkdwn", "markdown"]
@@ -45,6 +45,7 @@ class DeliveryReport:
     error: str | None = None
     retryable: bool = False  # it failed for a reason that may pass (vendor 5xx, network, rate limit)
     interrupted: bool = False  # cut off by the listener (a caller barging in): only part of it went out
+    left: bool = False  # the customer left before it was finished (a chat page closed mid-stream, a hang-up)
 
 
 @runtime_checkable
@@ -82,6 +83,14 @@ class IdempotentSink(Protocol):
     mid-send can send again safely."""
 
     async def deliver_keyed(self, text: str, key: str) -> DeliveryReport: ...
+
+
+@runtime_checkable
+class RatedSink(Protocol):
+    """A sink that puts rating buttons under a reply (Telegram's inline keyboard, Slack's buttons), in the
+    reply's own send: the buttons name the stored reply they rate, ``message_id``."""
+
+    async def deliver_rated(self, text: str, message_id: str) -> DeliveryReport: ...
 
 
 @dataclass

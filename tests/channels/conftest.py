@@ -39,12 +39,14 @@ def fake_telegram(_fake_servers) -> FakeTelegram:
     fake.updates.clear()
     fake.answer_sends_after_s = 0.0
     fake.bots.clear()
+    fake.sent.clear()
     return fake
 
 
 @pytest.fixture
 def fake_slack(_fake_servers) -> FakeSlack:
     _fake_servers[1].recorder.reset()
+    _fake_servers[1].sent_ts.clear()
     return _fake_servers[1]
 
 

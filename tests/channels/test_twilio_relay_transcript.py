@@ -73,3 +73,5 @@ def test_a_reply_cut_off_by_the_caller_is_marked_interrupted_and_a_whole_one_del
                                                      ("Sure, the shop is at the harbour.", DeliveryStatus.DELIVERED)]
     assert [m["delivery"] for m in _shown(live, stored) if m["role"] == "agent"] == ["interrupted", "delivered"]
     assert len(heard) < len(REPLY) / 2
+    insights = httpx.get(f"{live.url}/api/insights", headers=ADMIN, timeout=10).json()
+    assert insights["abandoned"] == 0  # a barge-in is a conversation going on, not a caller leaving

@@ -44,6 +44,12 @@ def telegram_update(message: dict, update_id: int | None = None, kind: str = "me
     return {"update_id": update_id if update_id is not None else next_id(), kind: message}
 
 
+def telegram_press(sent: dict, data: str, *, user_id: int = USER_ID) -> dict:
+    """A callback query: ``user_id`` pressed the button with ``data`` under the bot's message ``sent``."""
+    return {"id": str(next_id()), "chat_instance": "-8012345678901234567", "data": data, "message": sent,
+            "from": {"id": user_id, "is_bot": False, "first_name": "Ada", "username": "ada", "language_code": "en"}}
+
+
 def post_telegram(client: httpx.Client, update: dict, secret: str | None = TELEGRAM_SECRET) -> httpx.Response:
     headers = {"X-Telegram-Bot-Api-Secret-Token": secret} if secret is not None else {}
     return client.post("/channels/telegram/webhook", json=update, headers=headers)
@@ -85,6 +91,42 @@ def post_slack(client: httpx.Client, payload: dict, *, secret: str = SLACK_SECRE
     }
     if retry_num is not None:
         headers.update({"X-Slack-Retry-Num": str(retry_num), "X-Slack-Retry-Reason": "http_timeout"})
+    return client.post(path, content=body, headers=headers)
+
+
+def slack_block_actions(posted: dict, posted_ts: str, action_id: str, *, user: str = "U0ADA0001",
+                        channel: str | None = None) -> dict:
+    """Slack's ``block_actions`` payload: ``user`` pressed the button ``action_id`` under the bot's message
+    ``posted`` (the chat.postMessage parameters, sent at ``posted_ts``)."""
+    [value] = [e["value"] for b in posted.get("blocks") or [] if b["type"] == "actions" for e in b["elements"]
+               if e["action_id"] == action_id] or ["unknown"]
+    channel = channel or posted["channel"]
+    message = {"type": "message", "bot_id": slack_api.BOT_ID, "user": slack_api.BOT_USER_ID, "ts": posted_ts,
+               "text": posted["text"], "blocks": posted.get("blocks") or [], "team": slack_api.TEAM_ID}
+    if posted.get("thread_ts"):
+        message["thread_ts"] = posted["thread_ts"]
+    return {
+        "type": "block_actions", "api_app_id": "A0APP0001", "token": "legacy-verification-token",
+        "user": {"id": user, "username": "ada", "name": "ada", "team_id": slack_api.TEAM_ID},
+        "team": {"id": slack_api.TEAM_ID, "domain": "test"}, "channel": {"id": channel, "name": "general"},
+        "container": {"type": "message", "message_ts": posted_ts, "channel_id": channel, "is_ephemeral": False},
+        "trigger_id": f"{next_id()}.{next_id()}.abcdef", "response_url": "https://hooks.slack.com/actions/T/1/x",
+        "message": message, "state": {"values": {}},
+        "actions": [{"type": "button", "action_id": action_id, "block_id": "sb_rate", "value": value,
+                     "text": {"type": "plain_text", "text": "👍", "emoji": True}, "action_ts": f"{time.time():.6f}"}],
+    }
+
+
+def post_slack_interaction(client: httpx.Client, payload: dict, *, secret: str = SLACK_SECRET,
+                           path: str = "/channels/slack/events") -> httpx.Response:
+    """An interaction as Slack posts it: form-encoded ``payload=<json>``, signed like events."""
+    import json
+    from urllib.parse import urlencode
+
+    body = urlencode({"payload": json.dumps(payload)})
+    ts = str(int(time.time()))
+    headers = {"Content-Type": "application/x-www-form-urlencoded", "X-Slack-Request-Timestamp": ts,
+               "X-Slack-Signature": SignatureVerifier(secret).generate_signature(timestamp=ts, body=body)}
     return client.post(path, content=body, headers=headers)
 
 

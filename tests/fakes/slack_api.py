@@ -1,4 +1,5 @@
-"""A fake Slack Web API at ``<base>/api/<method>``: auth.test (bolt calls it) and chat.postMessage.
+"""A fake Slack Web API at ``<base>/api/<method>``: auth.test (bolt calls it), chat.postMessage
+(each answer's ``ts`` kept in ``sent_ts``) and chat.update.
 
 Records every call with its parameters; scripted failures answer like Slack (429 with
 ``Retry-After`` and ``{"ok": false, "error": "ratelimited"}``, 5xx with ``{"ok": false}``; a scripted ``description``
@@ -28,6 +29,7 @@ class FakeSlack:
     recorder: Recorder = field(default_factory=Recorder)
     url: str = ""
     _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
+    sent_ts: list[str] = field(default_factory=list)  # the ts chat.postMessage answered, in order
 
     def posted(self, channel: str | None = None) -> list[dict]:
         return [c.params for c in self.recorder.received("chat.postMessage")
@@ -59,8 +61,11 @@ class FakeSlack:
             if method == "auth.test":
                 return {"ok": True, "url": "https://test.slack.com/", "team": "Test", "user": "switchboard",
                         "team_id": TEAM_ID, "user_id": BOT_USER_ID, "bot_id": BOT_ID, "is_enterprise_install": False}
+            if method == "chat.update":
+                return {"ok": True, "channel": params["channel"], "ts": params["ts"], "text": params.get("text", "")}
             if method == "chat.postMessage":
                 ts = f"{int(time.time())}.{next(fake._ids):06d}"
+                fake.sent_ts.append(ts)
                 return {"ok": True, "channel": params["channel"], "ts": ts,
                         "message": {"type": "message", "text": params.get("text", ""), "bot_id": BOT_ID, "ts": ts}}
             return {"ok": False, "error": "unknown_method"}

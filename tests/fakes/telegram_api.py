@@ -1,8 +1,9 @@
 """A fake Telegram Bot API: ``/bot<token>/<method>`` as aiogram's ``TelegramAPIServer.from_base`` calls it.
 
 Hosts several bots (``add_bot``: token → id, username; the ``TOKEN`` bot always), each call
-recorded with the bot's username under ``_bot``. Answers getMe, sendMessage, sendChatAction, setWebhook,
-deleteWebhook and getUpdates (long polling over updates pushed with ``push_update``); scripted
+recorded with the bot's username under ``_bot``. Answers getMe, sendMessage (kept in ``sent``), sendChatAction,
+setWebhook, deleteWebhook, answerCallbackQuery, editMessageReplyMarkup and getUpdates (long polling
+over updates pushed with ``push_update``); scripted
 failures answer the way Telegram does (``{"ok": false, "error_code", "description", "parameters": {"retry_after"}}``).
 """
 
@@ -35,6 +36,7 @@ class FakeTelegram:
     answer_sends_after_s: float = 0.0
     _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
     bots: dict[str, tuple[int, str]] = field(default_factory=dict)  # more bots: token -> (id, username)
+    sent: list[dict] = field(default_factory=list)  # the Messages sendMessage answered, with their reply_markup
 
     def add_bot(self, bot_id: int, username: str) -> str:
         """Another bot this fake answers for; its token."""
@@ -86,10 +88,14 @@ class FakeTelegram:
             return {"id": bot[0], "is_bot": True, "first_name": "Switchboard", "username": bot[1]}
         if method == "sendMessage":
             chat_id = int(params["chat_id"])
-            return {"message_id": next(self._ids), "date": int(time.time()),
-                    "chat": {"id": chat_id, "type": "private" if chat_id > 0 else "supergroup"},
-                    "from": {"id": bot[0], "is_bot": True, "first_name": "Switchboard"},
-                    "text": params["text"]}
+            message = {"message_id": next(self._ids), "date": int(time.time()),
+                       "chat": {"id": chat_id, "type": "private" if chat_id > 0 else "supergroup"},
+                       "from": {"id": bot[0], "is_bot": True, "first_name": "Switchboard"},
+                       "text": params["text"]}
+            if params.get("reply_markup"):
+                message["reply_markup"] = json.loads(params["reply_markup"])
+            self.sent.append(message)
+            return message
         if method == "getUpdates":
             offset = int(params.get("offset") or 0)
             deadline = time.monotonic() + min(float(params.get("timeout") or 0), 1.0)
