@@ -87,7 +87,7 @@ def masked_report(report: DeliveryReport, connection: Connection) -> DeliveryRep
 
 class MaskedSink:
     """A connection's reply sink behind its vendor boundary. What the sink can do is the inner one's:
-    ``of`` picks the class with ``typing`` and ``deliver_keyed`` exactly when the inner sink has them
+    ``of`` picks the class with ``typing``, ``deliver_keyed`` and ``deliver_rated`` exactly when the inner sink has them
     (declared on the class: ``isinstance`` against a runtime protocol reads the class, not
     ``__getattr__``, from Python 3.12 on)."""
 
@@ -99,10 +99,8 @@ class MaskedSink:
     def of(cls, inner: ReplySink, connection: Connection, context: ChannelContext) -> ReplySink:
         if isinstance(inner, MaskedSink):
             return inner
-        typing, keyed = callable(getattr(inner, "typing", None)), callable(getattr(inner, "deliver_keyed", None))
-        kind = {(False, False): MaskedSink, (True, False): _TypingSink, (False, True): _KeyedSink,
-                (True, True): _TypingKeyedSink}[(typing, keyed)]
-        return kind(inner, connection, context)
+        features = tuple(callable(getattr(inner, name, None)) for name in ("typing", "deliver_keyed", "deliver_rated"))
+        return _SINK_CLASSES[features](inner, connection, context)
 
     async def delta(self, text: str) -> None:
         async with vendor_boundary(self._connection):
@@ -140,7 +138,7 @@ class MaskedSink:
         return getattr(self._inner, name)
 
 
-class _TypingSink(MaskedSink):
+class _Typing(MaskedSink):
     @property
     def typing_interval_s(self) -> float:
         return self._inner.typing_interval_s  # type: ignore[attr-defined]
@@ -150,13 +148,25 @@ class _TypingSink(MaskedSink):
             await self._inner.typing()  # type: ignore[attr-defined]
 
 
-class _KeyedSink(MaskedSink):
+class _Keyed(MaskedSink):
     async def deliver_keyed(self, text: str, key: str) -> DeliveryReport:
         return await self._delivered(self._inner.deliver_keyed, text, key)  # type: ignore[attr-defined]
 
 
-class _TypingKeyedSink(_TypingSink, _KeyedSink):
-    pass
+class _Rated(MaskedSink):
+    async def deliver_rated(self, text: str, message_id: str) -> DeliveryReport:
+        return await self._delivered(self._inner.deliver_rated, text, message_id)  # type: ignore[attr-defined]
+
+
+def _sink_class(typing: bool, keyed: bool, rated: bool) -> type[MaskedSink]:
+    """The masked sink with exactly the inner sink's optional calls (the turn checks for them)."""
+    bases = tuple(base for base, has in ((_Typing, typing), (_Keyed, keyed), (_Rated, rated)) if has)
+    if not bases:
+        return MaskedSink
+    return bases[0] if len(bases) == 1 else type("".join(b.__name__ for b in bases) + "Sink", bases, {})
+
+
+_SINK_CLASSES = {(t, k, r): _sink_class(t, k, r) for t in (False, True) for k in (False, True) for r in (False, True)}
 
 
 def masked_work(work: Work | None, connection: Connection, context: ChannelContext) -> Work | None:
