@@ -48,7 +48,12 @@ CONNECTION_MODULES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "twilio_sms": ("channels.twilio.connection", "twilio_sms", ("/channels/twilio/{connection_id}/sms",)),
     "whatsapp": ("channels.twilio.whatsapp", "whatsapp", ("/channels/whatsapp/{connection_id}",
                                                    "/channels/whatsapp/{connection_id}/status")),
+    "whatsapp_cloud": ("channels.meta.whatsapp", "whatsapp_cloud", ("/channels/meta/{connection_id}/whatsapp",)),
+    "messenger": ("channels.meta.messenger", "messenger", ("/channels/meta/{connection_id}/messenger",)),
+    "instagram": ("channels.meta.instagram", "instagram", ("/channels/meta/{connection_id}/instagram",)),
 }
+# kinds whose vendor checks the webhook URL with a GET before posting to it (Meta's hub.challenge)
+CHECKED_BY_GET = frozenset({"whatsapp_cloud", "messenger", "instagram"})
 
 
 ENVIRONMENT_NOTE_EVERY_S = 60.0
@@ -123,7 +128,8 @@ class ConnectionKind:
             return await handler.webhook(request, connection)
 
     def routes(self) -> list[Route]:
-        return [Route(path, self.webhook, methods=["POST"], include_in_schema=False) for path in self.paths]
+        methods = ["GET", "POST"] if self.kind in CHECKED_BY_GET else ["POST"]
+        return [Route(path, self.webhook, methods=methods, include_in_schema=False) for path in self.paths]
 
     def described(self) -> dict[str, dict]:
         """Each webhook path and what the OpenAPI document says the vendor sends there."""
@@ -207,6 +213,8 @@ DOCS = {  # webhook path -> its operation in webhook_docs
     "/channels/twilio/{connection_id}/sms": "TWILIO_SMS",
     "/channels/slack/{connection_id}/events": "SLACK_EVENTS",
     "/channels/whatsapp/{connection_id}": "WHATSAPP", "/channels/whatsapp/{connection_id}/status": "WHATSAPP_STATUS",
+    "/channels/meta/{connection_id}/whatsapp": "META_WHATSAPP", "/channels/meta/{connection_id}/messenger": "META_PAGE",
+    "/channels/meta/{connection_id}/instagram": "META_INSTAGRAM",
 }
 
 # kinds checked with the vendor on save, not routed per connection yet: kind -> (module, class)
