@@ -14,7 +14,7 @@ WHATSAPP = Capabilities(max_length=4096, markup="plain", citations="drop")
 
 # Meta's own limits: WhatsApp Cloud 4,096 characters of text body, Messenger 2,000, Instagram 1,000 (bytes,
 # by Meta's word: the renderer splits by characters, so a reply in a non-Latin script may need shorter parts)
-WHATSAPP_CLOUD = Capabilities(max_length=4096, markup="plain", citations="drop", typing=True)
+WHATSAPP_CLOUD = Capabilities(max_length=4096, markup="plain", citations="drop", typing=True, templates=True)
 MESSENGER = Capabilities(max_length=2000, markup="plain", citations="drop", typing=True)
 INSTAGRAM = Capabilities(max_length=1000, markup="plain", citations="drop", typing=True)
 

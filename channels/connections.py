@@ -31,6 +31,7 @@ from gateway.channel import (
     DeliveryRejected,
     DeliveryReport,
     InboxHandler,
+    MessageTemplate,
     NotFound,
     ReplySink,
     Work,
@@ -206,6 +207,12 @@ class LateSink:
 
     async def deliver(self, text: str) -> DeliveryReport:
         return await (await self._build()).deliver(text)
+
+    async def templates(self) -> list[MessageTemplate]:  # only asked on a kind with ``Capabilities.templates``
+        return await (await self._build()).templates()  # type: ignore[attr-defined]
+
+    async def send_template(self, template: MessageTemplate, stored_message_id: str) -> DeliveryReport:
+        return await (await self._build()).send_template(template, stored_message_id)  # type: ignore[attr-defined]
 
 
 DOCS = {  # webhook path -> its operation in webhook_docs

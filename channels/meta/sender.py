@@ -11,12 +11,14 @@ import logging
 
 from channels.connections import note_delivery
 from channels.delivery import deliver_parts
+from channels.errors import ChannelRejected
 from channels.meta.graph import Graph, GraphRefused
 from channels.meta.platform import Platform, Received
-from channels.outbound_retry import RetryPolicy
+from channels.meta.templates import approved_templates, template_message
+from channels.outbound_retry import RetryPolicy, send_with_retry
 from channels.render import render
 from channels.reply_outcome import remember_sent
-from gateway.channel import ChannelContext, ChannelDeliveryError, Connection, DeliveryReport
+from gateway.channel import ChannelContext, ChannelDeliveryError, Connection, DeliveryReport, MessageTemplate
 
 __all__ = ["OUTSIDE_WINDOW", "MetaSink", "refused_outside_window"]
 
@@ -73,6 +75,26 @@ class MetaSink:
                                      what=f"meta {self.channel}")
         if not report.delivered and report.error and str(OUTSIDE_WINDOW) in report.error:
             await refusal_noted(self.context, self.connection)
+        return await note_delivery(self.context, self.connection, report)
+
+    async def templates(self) -> list[MessageTemplate]:
+        if not self.platform.capabilities.templates:
+            raise ChannelRejected(f"{self.channel} has no message templates")
+        return await approved_templates(self.graph, self.connection)
+
+    async def send_template(self, template: MessageTemplate, stored_message_id: str) -> DeliveryReport:
+        """A template goes out even past the 24-hour window; once it does, nothing waits for one."""
+        payload = template_message(self.received.sender, template)
+        try:
+            sent = await send_with_retry(
+                lambda: self.send(payload, what="template", stored_message_id=stored_message_id), self.policy,
+                what=f"meta {self.channel} template")
+        except ChannelDeliveryError as exc:
+            report = DeliveryReport(delivered=False, error=exc.message)
+        else:
+            report = DeliveryReport(delivered=True, external_ids=(sent,))
+            if self.context.connections is not None:
+                await self.context.connections.note(self.connection.id, waiting_for_template=0)
         return await note_delivery(self.context, self.connection, report)
 
     async def say(self, text: str) -> None:
