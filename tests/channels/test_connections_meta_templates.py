@@ -76,3 +76,27 @@ def test_a_template_sent_from_the_console_reopens_a_conversation_past_the_24_hou
     reply = stored.messages(f"{CUSTOMER}@{wa['id']}")[-1]
     assert reply.text == "echo: Yes, still interested!" and reply.delivery.value == "delivered"
     assert fake_meta.sent_texts(vendors.WA_CUSTOMER) == ["echo: Yes, still interested!"]
+
+
+def test_the_channels_screen_adds_a_meta_kind_and_shows_the_url_and_verify_token_to_paste(
+        client, live, console, fake_meta):  # noqa: F811
+    from tests.admin_ui.conftest import csrf_of
+
+    fake_meta.add_account(vendors.PAGE_ID, "EAAG-page-token-console-1", "page", name="Bike Shop Page")
+    listing = console.get("/admin/channels").text
+    assert "Add a Facebook Messenger page" in listing and 'id="messenger-page_access_token"' in listing
+    assert 'id="messenger-verify_token" name="verify_token" autocomplete' in listing  # optional: not required
+    added = console.post("/admin/channels", data={
+        "csrf_token": csrf_of(listing), "kind": "messenger", "name": "Page", "agent": "",
+        "page_access_token": "EAAG-page-token-console-1", "page_id": vendors.PAGE_ID,
+        "app_secret": vendors.META_APP_SECRET, "verify_token": ""})
+    assert added.status_code == 303, added.text
+    page = console.get(added.headers["location"]).text
+    [connection] = [c for c in client.get("/api/connections", headers=ADMIN).json()["connections"]
+                    if c["kind"] == "messenger"]
+    assert connection["status"]["account"] == "Bike Shop Page"
+    assert f'<code id="webhook-url">{connection["webhook_url"]}</code>' in page
+    assert f'<code id="verify-token">{connection["verify_token"]}</code>' in page
+    assert "EAAG-page-token-console-1" not in page and vendors.META_APP_SECRET not in page
+    hub = {"hub.mode": "subscribe", "hub.challenge": "77", "hub.verify_token": connection["verify_token"]}
+    assert client.get(webhook_path(connection), params=hub).text == "77"
