@@ -84,11 +84,10 @@ class MetaConnections:
                         self.platform.kind, connection.id, status.code)
 
     def _inbound(self, received: Received, text: str) -> InboundMessage:
-        prefix = self.platform.identity_prefix
-        sender = f"+{received.sender}" if prefix == "whatsapp" else received.sender
         return InboundMessage(
             channel=self.platform.channel, external_user_id=received.sender, external_message_id=received.message_id,
-            identity=f"{prefix}:{sender}", text=text, display_name=received.name, attachments=received.media)
+            identity=self.platform.identity(received.sender), text=text, display_name=received.name,
+            attachments=received.media)
 
     async def accept(self, delivery: Delivery, connection: Connection) -> Work | None:
         received = self.platform.received(delivery)

@@ -43,6 +43,10 @@ class Platform:
     id_field: str  # the credential naming the account (checked on save)
     identity_prefix: str
 
+    def identity(self, sender: str) -> str:
+        """The customer's persona identity (before the connection scopes it)."""
+        return f"{self.identity_prefix}:{sender}"
+
     def split(self, body: bytes, account: str) -> list[Incoming | StatusUpdate]:
         """The delivery's items that concern ``account`` (this connection's page, number or Instagram user):
         an app posts every account's deliveries to the URL set for it, and another account's are not ours."""

@@ -69,6 +69,9 @@ class WhatsAppCloud(Platform):
     capabilities = WHATSAPP_CLOUD
     token_field, id_field, identity_prefix = "access_token", "phone_number_id", "whatsapp"
 
+    def identity(self, sender: str) -> str:
+        return f"whatsapp:+{sender}"  # a WhatsApp id is the number without its +: the same customer as on Twilio
+
     def split(self, body: bytes, account: str) -> list[Incoming | StatusUpdate]:
         try:
             payload = WaPayload.model_validate_json(body)

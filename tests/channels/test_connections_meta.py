@@ -116,15 +116,25 @@ def test_whatsapp_media_is_recorded_described_and_answered_without_the_model(cli
     card = {"from": vendors.WA_CUSTOMER, "id": "wamid.CARD0001", "timestamp": "1749416385", "type": "contacts",
             "contacts": [{"name": {"formatted_name": "Ada Lovelace", "first_name": "Ada"},
                           "phones": [{"phone": "+1 555 0100", "type": "CELL"}]}]}
-    assert vendors.post_meta(client, webhook_path(wa), vendors.whatsapp_delivery(photo, place, card)).status_code == 200
+    voice = {"from": vendors.WA_CUSTOMER, "id": "wamid.VOICE0001", "timestamp": "1749416386", "type": "audio",
+             "audio": {"mime_type": "audio/ogg; codecs=opus", "sha256": "def", "id": "2003", "voice": True}}
+    invoice = {"from": vendors.WA_CUSTOMER, "id": "wamid.DOC0001", "timestamp": "1749416387", "type": "document",
+               "document": {"filename": "invoice.pdf", "mime_type": "application/pdf", "sha256": "0", "id": "3003"}}
+    sticker = {"from": vendors.WA_CUSTOMER, "id": "wamid.STICKER0001", "timestamp": "1749416388", "type": "sticker",
+               "sticker": {"mime_type": "image/webp", "sha256": "1", "id": "4003", "animated": False}}
+    delivery = vendors.whatsapp_delivery(photo, place, card, voice, invoice, sticker)
+    assert vendors.post_meta(client, webhook_path(wa), delivery).status_code == 200
     settle(live)
     transcript = [m.text for m in stored.messages(f"{CUSTOMER}@{wa['id']}")]
     assert transcript == ["[a photo (image/jpeg)]", MEDIA_REPLY,
                           "[a location: 52.52, 13.405 — Shop, Main St 1]", MEDIA_REPLY,
-                          "[a contact card: Ada Lovelace]", MEDIA_REPLY]
+                          "[a contact card: Ada Lovelace]", MEDIA_REPLY,
+                          "[a voice message (audio/ogg; codecs=opus)]", MEDIA_REPLY,
+                          '[a document "invoice.pdf" (application/pdf)]', MEDIA_REPLY,
+                          "[a sticker (image/webp)]", MEDIA_REPLY]
     assert "+1 555 0100" not in stored.all_values()  # a third party's number is not kept
     assert fake_openai.chat_requests() == []
-    assert meta_accounts.sent_texts(vendors.WA_CUSTOMER) == [MEDIA_REPLY] * 3
+    assert meta_accounts.sent_texts(vendors.WA_CUSTOMER) == [MEDIA_REPLY] * 6
 
 
 def test_outside_the_24_hour_window_the_refusal_is_recorded_in_the_trace_and_the_console(
