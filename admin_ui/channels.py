@@ -14,16 +14,22 @@ from fastapi.responses import RedirectResponse, Response
 from admin_ui.public_url import GUIDE, reachable_by_vendors
 from admin_ui.render import page
 from admin_ui.security import PREFIX, Signed, admin_only, check_csrf
-from gateway.connections.model import KINDS, REQUIRED, SECRET_FIELDS
+from gateway.connections.model import KINDS, META_KINDS, OPTIONAL, REQUIRED, SECRET_FIELDS
 from gateway.connections.service import Connections
 from gateway.core.errors import GatewayError
 
 router = APIRouter(prefix=f"{PREFIX}/channels")
 
 LABELS = {"telegram": "Telegram bot", "slack": "Slack app", "twilio_sms": "Twilio SMS number",
-          "twilio_voice": "Twilio voice number", "whatsapp": "WhatsApp (Twilio) sender"}
+          "twilio_voice": "Twilio voice number", "whatsapp": "WhatsApp (Twilio) sender",
+          "whatsapp_cloud": "WhatsApp Cloud API number (Meta)", "messenger": "Facebook Messenger page",
+          "instagram": "Instagram account"}
 FIELD_LABELS = {"bot_token": "Bot token", "signing_secret": "Signing secret", "account_sid": "Account SID",
-                "auth_token": "Auth token", "phone_number": "Phone number (+1…)", "sender": "Sender (whatsapp:+1…)"}
+                "auth_token": "Auth token", "phone_number": "Phone number (+1…)", "sender": "Sender (whatsapp:+1…)",
+                "access_token": "Access token", "page_access_token": "Page access token", "app_secret": "App secret",
+                "phone_number_id": "Phone number ID", "page_id": "Page ID", "ig_user_id": "Instagram account ID",
+                "verify_token": "Webhook verify token (optional: made for you when empty)",
+                "waba_id": "WhatsApp Business Account ID (optional: lists your message templates)"}
 DONE = {"added": "Connection added.", "saved": "Changes saved.", "verified": "Verified again.",
         "enabled": "Connection enabled.", "disabled": "Connection disabled: its webhook answers 404.",
         "deleted": "Connection deleted."}
@@ -46,8 +52,14 @@ def _url_note(url: str) -> dict:
     return {"local_url": None if reachable_by_vendors(url) else url, "guide": GUIDE}
 
 
+def _fields(kind: str) -> tuple[str, ...]:
+    return REQUIRED.get(kind, ()) + OPTIONAL.get(kind, ())
+
+
 def _form_fields() -> dict:
-    return {kind: [(name, FIELD_LABELS[name], name in SECRET_FIELDS) for name in REQUIRED[kind]] for kind in KINDS}
+    """kind -> its credential fields as (name, label, secret, required)."""
+    return {kind: [(name, FIELD_LABELS[name], name in SECRET_FIELDS, name in REQUIRED[kind]) for name in _fields(kind)]
+            for kind in KINDS}
 
 
 async def _list(request: Request, signed: Signed, status_code: int = 200, **context) -> Response:
@@ -70,7 +82,8 @@ async def add(request: Request, signed: Signed = Depends(admin_only)) -> Respons
     form = await request.form()
     kind = str(form.get("kind", ""))
     data = {"kind": kind, "name": str(form.get("name", "")).strip(), "agent": str(form.get("agent", "")) or None,
-            "credentials": {name: str(form.get(name, "")) for name in REQUIRED.get(kind, ())}}
+            "credentials": {name: str(form.get(name, "")) for name in _fields(kind)
+                            if name in REQUIRED.get(kind, ()) or str(form.get(name, "")).strip()}}
     try:
         connection = await _connections(signed).create(data)
     except GatewayError as exc:  # shown next to the form; what was typed is kept, secrets are not
@@ -94,7 +107,7 @@ async def _detail(connection_id: str, request: Request, signed: Signed, status_c
     done = request.query_params.get("done", "")
     if error is None and done == CHECK_FAILED and shown["state"] == "check_failed":
         error = shown["state_message"]
-    return page(request, "channel.html", signed, status_code, c=shown,
+    return page(request, "channel.html", signed, status_code, c=shown, meta=connection.kind in META_KINDS,
                 agents=await _agents(signed), labels=LABELS, fields=_form_fields()[connection.kind],
                 outcome=DONE.get(done), error=error, **_url_note(url))
 
@@ -108,7 +121,7 @@ async def change(connection_id: str, request: Request, signed: Signed = Depends(
     try:
         if action == "save":
             current = await connections.get(connection_id)
-            credentials = {name: str(form.get(name, "")) for name in REQUIRED[current.kind]
+            credentials = {name: str(form.get(name, "")) for name in _fields(current.kind)
                            if str(form.get(name, "")).strip()}  # an empty field keeps what is stored
             await connections.update(connection_id, {"name": str(form.get("name", "")).strip(),
                                                      "agent": str(form.get("agent", "")) or None,

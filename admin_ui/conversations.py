@@ -84,7 +84,15 @@ async def _view(request: Request, signed: Signed, conversation_id: str) -> dict:
     silent = {t.user_message_id: t for t in traces if t.suppressed}
     persona = (await services.store.get_personas([conversation.persona_id]))[0]
     handoff = await desk.state(conversation_id)
+    templates, templates_error = [], None
+    if desk.has_templates(conversation):  # WhatsApp: what re-opens the conversation past its 24-hour window
+        try:
+            templates = await desk.templates(conversation_id)
+        except GatewayError as exc:
+            templates_error = exc.message
     return {
+        "has_templates": desk.has_templates(conversation), "templates": templates,
+        "templates_error": templates_error,
         "conversation": conversation, "persona": persona, "handoff": handoff,
         "entries": [_entry(m, by_agent, silent) for m in messages],
         "cannot_hand_off": desk.can_hand_off(conversation),
@@ -139,7 +147,7 @@ async def _act(request: Request, signed: Signed, conversation_id: str, action) -
 @router.post("/{conversation_id}/{action}")
 async def handoff_action(conversation_id: str, action: str, request: Request,
                          signed: Signed = Depends(signed_in)) -> Response:
-    """"Take over", "Send" (a reply) and "Hand back": every operator may, for any conversation."""
+    """"Take over", "Send" (a reply), "Send template" and "Hand back": every operator may, for any conversation."""
     desk, operator = signed.services.desk, signed.operator.username
     assert desk is not None
 
@@ -151,10 +159,14 @@ async def handoff_action(conversation_id: str, action: str, request: Request,
             await desk.hand_back(conversation_id, operator)
             return "handed+back"
         form = await request.form()
-        message = await desk.send(conversation_id, operator, str(form.get("reply", "")))
+        if action == "template":
+            name, _, language = str(form.get("template", "")).partition("|")
+            message = await desk.send_template(conversation_id, operator, name, language)
+        else:
+            message = await desk.send(conversation_id, operator, str(form.get("reply", "")))
         return "sent" if message.delivery and message.delivery.value == "delivered" else "not+delivered"
 
-    if action not in ("take-over", "hand-back", "reply"):
+    if action not in ("take-over", "hand-back", "reply", "template"):
         return page(request, "message.html", signed, 404, heading="No such action", message=action,
                     back=f"{PREFIX}/conversations/{conversation_id}")
     return await _act(request, signed, conversation_id, act)

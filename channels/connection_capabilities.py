@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from gateway.channel import Capabilities, Settings
 
-__all__ = ["CAPABILITIES", "SLACK", "TELEGRAM", "TWILIO_SMS", "TWILIO_VOICE", "WHATSAPP", "relay_capabilities"]
+__all__ = ["CAPABILITIES", "INSTAGRAM", "MESSENGER", "SLACK", "TELEGRAM", "TWILIO_SMS", "TWILIO_VOICE", "WHATSAPP",
+           "WHATSAPP_CLOUD", "relay_capabilities"]
 
 TELEGRAM = Capabilities(max_length=4096, markup="html", typing=True, edit=True)
 SLACK = Capabilities(max_length=40_000, markup="mrkdwn")
@@ -15,9 +16,14 @@ WHATSAPP = Capabilities(max_length=4096, markup="plain", citations="drop")
 # a call by Gather: spoken, no markup; knowledge-base context as a queued job
 TWILIO_VOICE = Capabilities(max_length=4000, markup="plain", voice=True, rag_mode="queued", handoff=False,
                             citations="drop")
+# Meta's own limits: WhatsApp Cloud 4,096 characters of text body, Messenger 2,000, Instagram 1,000 (bytes,
+# by Meta's word: the renderer splits by characters, so a reply in a non-Latin script may need shorter parts)
+WHATSAPP_CLOUD = Capabilities(max_length=4096, markup="plain", citations="drop", typing=True, templates=True)
+MESSENGER = Capabilities(max_length=2000, markup="plain", citations="drop", typing=True)
+INSTAGRAM = Capabilities(max_length=1000, markup="plain", citations="drop", typing=True)
 
 CAPABILITIES = {"telegram": TELEGRAM, "slack": SLACK, "twilio_sms": TWILIO_SMS, "twilio_voice": TWILIO_VOICE,
-                "whatsapp": WHATSAPP}
+                "whatsapp": WHATSAPP, "whatsapp_cloud": WHATSAPP_CLOUD, "messenger": MESSENGER, "instagram": INSTAGRAM}
 
 
 def relay_capabilities(settings: Settings) -> Capabilities:

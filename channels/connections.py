@@ -31,6 +31,7 @@ from gateway.channel import (
     DeliveryRejected,
     DeliveryReport,
     InboxHandler,
+    MessageTemplate,
     NotFound,
     ReplySink,
     Work,
@@ -52,9 +53,14 @@ CONNECTION_MODULES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "twilio_voice": ("channels.twilio.voice_connection", "twilio_voice", (
         "/channels/twilio/{connection_id}/voice", "/channels/twilio/{connection_id}/voice/turn",
         "/channels/twilio/{connection_id}/voice/status", "/channels/twilio/{connection_id}/voice/relay-ended")),
+    "whatsapp_cloud": ("channels.meta.whatsapp", "whatsapp_cloud", ("/channels/meta/{connection_id}/whatsapp",)),
+    "messenger": ("channels.meta.messenger", "messenger", ("/channels/meta/{connection_id}/messenger",)),
+    "instagram": ("channels.meta.instagram", "instagram", ("/channels/meta/{connection_id}/instagram",)),
 }
 # kind -> its WebSocket paths: a voice connection's ConversationRelay calls (their channel is ``twilio_relay``)
 CONNECTION_SOCKETS: dict[str, tuple[str, ...]] = {"twilio_voice": ("/channels/twilio/{connection_id}/relay",)}
+# kinds whose vendor checks the webhook URL with a GET before posting to it (Meta's hub.challenge)
+CHECKED_BY_GET = frozenset({"whatsapp_cloud", "messenger", "instagram"})
 
 
 ENVIRONMENT_NOTE_EVERY_S = 60.0
@@ -168,7 +174,8 @@ class ConnectionKind:
             await handler.socket(ws, connection)
 
     def routes(self) -> list[BaseRoute]:
-        webhooks: list[BaseRoute] = [Route(path, self.webhook, methods=["POST"], include_in_schema=False)
+        methods = ["GET", "POST"] if self.kind in CHECKED_BY_GET else ["POST"]
+        webhooks: list[BaseRoute] = [Route(path, self.webhook, methods=methods, include_in_schema=False)
                                      for path in self.paths]
         return webhooks + [WebSocketRoute(path, self.socket) for path in CONNECTION_SOCKETS.get(self.kind, ())]
 
@@ -256,6 +263,12 @@ class LateSink:
     async def deliver(self, text: str) -> DeliveryReport:
         return await (await self._build()).deliver(text)
 
+    async def templates(self) -> list[MessageTemplate]:  # only asked on a kind with ``Capabilities.templates``
+        return await (await self._build()).templates()  # type: ignore[attr-defined]
+
+    async def send_template(self, template: MessageTemplate, stored_message_id: str) -> DeliveryReport:
+        return await (await self._build()).send_template(template, stored_message_id)  # type: ignore[attr-defined]
+
 
 DOCS = {  # webhook path -> its operation in webhook_docs
     "/channels/telegram/{connection_id}/webhook": "TELEGRAM_UPDATE",
@@ -265,6 +278,8 @@ DOCS = {  # webhook path -> its operation in webhook_docs
     "/channels/twilio/{connection_id}/voice": "TWILIO_CALL",
     "/channels/twilio/{connection_id}/voice/turn": "TWILIO_SPEECH",
     "/channels/twilio/{connection_id}/voice/status": "TWILIO_STATUS",
+    "/channels/meta/{connection_id}/whatsapp": "META_WHATSAPP", "/channels/meta/{connection_id}/messenger": "META_PAGE",
+    "/channels/meta/{connection_id}/instagram": "META_INSTAGRAM",
 }
 
 

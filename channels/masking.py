@@ -26,6 +26,7 @@ from gateway.channel import (
     ChannelContext,
     Connection,
     DeliveryReport,
+    MessageTemplate,
     ReplySink,
     SendWork,
     ServiceUnavailable,
@@ -133,6 +134,13 @@ class MaskedSink:
     async def say(self, text: str) -> None:
         async with vendor_boundary(self._connection):
             await self._inner.say(text)  # type: ignore[attr-defined]
+
+    async def templates(self) -> list[MessageTemplate]:
+        async with vendor_boundary(self._connection):
+            return await self._inner.templates()  # type: ignore[attr-defined]
+
+    async def send_template(self, template: MessageTemplate, stored_message_id: str) -> DeliveryReport:
+        return await self._delivered(self._inner.send_template, template, stored_message_id)  # type: ignore[attr-defined]
 
     def __getattr__(self, name: str) -> Any:  # plain attributes (``channel``, ``turn_id``…) are the inner sink's
         return getattr(self._inner, name)

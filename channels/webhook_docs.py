@@ -71,6 +71,26 @@ WHATSAPP_STATUS = webhook_operation(
                To=_STRING, From=_STRING),
     headers=_TWILIO_SIGNATURE, answers=_TWIML,
 )
+_META_SIGNATURE = {"X-Hub-Signature-256": "sha256=<hex HMAC-SHA256 of the raw body with the app secret>"}
+_META_ANSWER = {"200": {"description": "Queued (each message its own inbox item) or a duplicate; statuses applied",
+                        "content": {"text/plain": {"schema": {"type": "string"}}}}}
+
+
+def _meta(summary: str, obj: str, items: str) -> dict[str, Any]:
+    return webhook_operation(
+        f"{summary}. The GET of the same path is Meta's subscription check (hub.mode=subscribe, "
+        "hub.verify_token = the connection's verify token, hub.challenge echoed as text; else 403)",
+        body={"application/json": {"type": "object", "required": ["object", "entry"], "properties": {
+            "object": {"type": "string", "enum": [obj]}, "entry": {"type": "array", "items": {
+                "type": "object", "properties": {"id": _STRING, items: {"type": "array"}}}}}}},
+        headers=_META_SIGNATURE, answers=_META_ANSWER,
+    )
+
+
+META_WHATSAPP = _meta("WhatsApp Cloud API delivery: messages and statuses (a connection)",
+                      "whatsapp_business_account", "changes")
+META_PAGE = _meta("Messenger delivery: messages, postbacks, deliveries (a connection)", "page", "messaging")
+META_INSTAGRAM = _meta("Instagram messaging delivery: messages, reads (a connection)", "instagram", "messaging")
 _CONNECTION_ID = {"name": "connection_id", "in": "path", "required": True, "schema": {"type": "string"},
                   "description": "The connection's id (GET /api/connections); unknown or disabled: 404"}
 

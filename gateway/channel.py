@@ -43,7 +43,16 @@ from gateway.inbox.handler import DeliveryRejected, InboxHandler, SendWork, Turn
 from gateway.insight.feedback import Feedback, Voter
 from gateway.services import ChannelContext
 from gateway.turn.pipeline import Turn, TurnOutcome
-from gateway.turn.ports import Capabilities, DeliveryReport, Markup, RatedSink, ReplySink, TranscriptSink
+from gateway.turn.ports import (
+    Capabilities,
+    DeliveryReport,
+    Markup,
+    MessageTemplate,
+    RatedSink,
+    ReplySink,
+    TemplateSink,
+    TranscriptSink,
+)
 from gateway.turn.runner import TurnRunner
 
 if TYPE_CHECKING:
@@ -54,6 +63,7 @@ __all__ = [
     "Conflict", "Connection", "ConnectionStore", "ConnectionVerifier", "CredentialsRefused", "Delivery",
     "DeliveryRejected", "DeliveryReport", "EndReason", "Feedback", "Forbidden", "GatewayError",
     "InboundMessage", "InboxHandler", "InvalidInput", "InvalidJSON", "JSONBodyRoute", "Markup", "Message",
+    "MessageTemplate", "TemplateSink",
     "NotFound", "PUBLIC", "PayloadTooLarge", "RateLimited", "RatedSink", "RedisStore", "ReplySink", "Role", "SendWork",
     "ServiceUnavailable", "Settings", "SourceRef", "TranscriptSink", "Turn", "TurnOutcome", "TurnRunner",
     "TurnWork", "Unauthorized", "Voter",

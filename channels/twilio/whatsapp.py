@@ -23,8 +23,10 @@ from channels.connections import note_delivery
 from channels.delivery import deliver_parts
 from channels.errors import ChannelRejected
 from channels.masking import MaskedSink
+from channels.media_answer import answer_media, record_media
 from channels.outbound_retry import RetryPolicy
 from channels.render import render
+from channels.reply_outcome import mark_reply, remember_sent
 from channels.twilio.connection import TwilioAccountConnections
 from channels.twilio.rest import TwilioRest, verified_form
 from channels.twilio.sms import twiml
@@ -38,9 +40,6 @@ from gateway.channel import (
     DeliveryRejected,
     DeliveryReport,
     InboundMessage,
-    Message,
-    ReplySink,
-    Role,
     SendWork,
     TurnWork,
     Work,
@@ -55,8 +54,6 @@ log = logging.getLogger(__name__)
 CHANNEL = "whatsapp"
 CAPABILITIES = WHATSAPP
 OUTSIDE_WINDOW = "63016"  # Twilio: a free-form WhatsApp message outside the 24-hour window
-MEDIA_REPLY = "I can read text messages only: please type your question."
-SENT_TTL_S = 3 * 24 * 3600  # how long a reply's status callback can still be matched to its turn
 FAILED = frozenset({"failed", "undelivered"})
 
 
@@ -95,11 +92,6 @@ def _inbound(message: WhatsAppWebhook, text: str, media: list[tuple[str, str]]) 
     )
 
 
-def sent_key(context: ChannelContext, connection_id: str, message_sid: str) -> str:
-    """Where a reply's turn is found when Twilio reports on the message later."""
-    return context.store.key("whatsapp", "sent", connection_id, message_sid)
-
-
 def _refused_outside_window() -> str:
     return (f"WhatsApp refused a free-form reply outside the 24-hour customer-service window "
             f"(Twilio {OUTSIDE_WINDOW}): waiting for a template message")
@@ -126,9 +118,8 @@ class WhatsAppSink:
             if OUTSIDE_WINDOW in exc.message:
                 raise ChannelRejected(_refused_outside_window()) from exc
             raise
-        if self.turn_id is not None:  # Twilio usually reports the refusal later, in the status callback
-            await self.context.store.redis.set(sent_key(self.context, self.connection_id, sid), self.turn_id,
-                                               ex=SENT_TTL_S)
+        # Twilio usually reports the refusal later, in the status callback
+        await remember_sent(self.context, CHANNEL, self.connection_id, sid, turn_id=self.turn_id)
         return sid
 
     async def _noted(self, report: DeliveryReport) -> DeliveryReport:
@@ -180,27 +171,10 @@ class WhatsAppConnections(TwilioAccountConnections):
         if not await self.context.store.claim_once("msg", CHANNEL, delivery.dedup_id):
             return None
         described = "\n".join(f"[{kind}] {url}" for kind, url in media) or "[an empty message]"
-        where = await self._record(scoped(_inbound(message, described, media), connection))
+        where = await record_media(self.context, scoped(_inbound(message, described, media), connection))
         masked = MaskedSink.of(sink, connection, self.context)  # its delivery error is stored below
-        return SendWork(lambda: self._answer_media(masked, *where), what=f"whatsapp media answer ({connection.id})")
-
-    async def _record(self, inbound: InboundMessage) -> tuple[str, str]:
-        """A media message goes into the transcript as its media URLs; no turn (the model reads text)."""
-        store = self.context.store
-        persona = await store.resolve_persona(inbound.identity, inbound.display_name)
-        conversation, _ = await self.context.sessions.open(persona, inbound)
-        await store.add_message(Message(
-            conversation_id=conversation.id, persona_id=persona.id, role=Role.USER, channel=CHANNEL,
-            text=inbound.text, external_id=inbound.external_message_id, created_at=inbound.received_at))
-        return conversation.id, persona.id
-
-    async def _answer_media(self, sink: ReplySink, conversation_id: str, persona_id: str) -> None:
-        report = await sink.deliver(MEDIA_REPLY)
-        await self.context.store.add_message(Message(
-            conversation_id=conversation_id, persona_id=persona_id, role=Role.AGENT, channel=CHANNEL, text=MEDIA_REPLY,
-            delivery="delivered" if report.delivered else "failed", delivery_error=report.error))
-        if not report.delivered:
-            raise ChannelDeliveryError(report.error or "whatsapp send failed")
+        return SendWork(lambda: answer_media(self.context, masked, CHANNEL, *where),
+                        what=f"whatsapp media answer ({connection.id})")
 
     async def _status(self, form: dict[str, str], connection: Connection) -> None:
         """A reply Twilio or WhatsApp finally refused: its turn's trace and stored reply say why."""
@@ -209,24 +183,12 @@ class WhatsAppConnections(TwilioAccountConnections):
         code = form.get("ErrorCode", "")
         error = (_refused_outside_window() if code == OUTSIDE_WINDOW
                  else f"WhatsApp did not deliver the reply (Twilio {code})")
-        store = self.context.store
         if self.context.connections is not None:
             await self.context.connections.note_error(connection, error)
             if code == OUTSIDE_WINDOW:
                 await self.context.connections.count_refusal(connection.id)
-        # within the connection whose signature the callback carries: another connection's account cannot
-        # mark this one's replies (a message SID is no secret: it is in every callback and log)
-        turn_id = await store.redis.get(sent_key(self.context, connection.id, form.get("MessageSid", "")))
-        trace = await store.get_trace(turn_id.decode()) if turn_id else None
-        if trace is None:
+        if not await mark_reply(self.context, CHANNEL, connection.id, form.get("MessageSid", ""), error=error):
             log.warning("whatsapp connection %s: a reply was refused (%s) but its turn is unknown", connection.id, code)
-            return
-        trace.delivery_error = error
-        await store.save_trace(trace)
-        message = await store.get_message(trace.agent_message_id) if trace.agent_message_id else None
-        if message is not None:
-            await store.update_message(Message.model_validate(
-                {**message.model_dump(), "delivery": "failed", "delivery_error": error}))
 
     def sink_for(self, delivery: Delivery, connection: Connection) -> WhatsAppSink:
         message, _ = _queued(delivery)

@@ -12,10 +12,11 @@ from gateway.connections.state import describe
 from gateway.core.models import new_id, utcnow
 from gateway.core.settings import Settings
 
-__all__ = ["DEFAULT_ID", "KINDS", "REQUIRED", "SECRET_FIELDS", "Connection", "ConnectionStatus", "Kind",
-           "environment_connections", "is_connection_id", "mask", "webhook_path"]
+__all__ = ["DEFAULT_ID", "KINDS", "META_KINDS", "OPTIONAL", "REQUIRED", "SECRET_FIELDS", "Connection",
+           "ConnectionStatus", "Kind", "environment_connections", "is_connection_id", "mask", "webhook_path"]
 
-Kind = Literal["telegram", "slack", "twilio_sms", "twilio_voice", "whatsapp"]
+Kind = Literal["telegram", "slack", "twilio_sms", "twilio_voice", "whatsapp", "whatsapp_cloud", "messenger",
+               "instagram"]
 KINDS: tuple[str, ...] = get_args(Kind)
 DEFAULT_ID = "default"  # the environment-configured channels, listed read-only
 # What ``Connection.id`` makes (12 hex digits). Anything else names no connection and is refused before
@@ -29,9 +30,22 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "twilio_sms": ("account_sid", "auth_token", "phone_number"),
     "twilio_voice": ("account_sid", "auth_token", "phone_number"),
     "whatsapp": ("account_sid", "auth_token", "sender"),
+    "whatsapp_cloud": ("access_token", "phone_number_id", "app_secret"),
+    "messenger": ("page_access_token", "page_id", "app_secret"),
+    "instagram": ("access_token", "ig_user_id", "app_secret"),
 }
-# Shown masked (last 4 characters) everywhere; the rest (a phone number, a WhatsApp sender) is an address.
-SECRET_FIELDS = frozenset({"bot_token", "signing_secret", "auth_token", "account_sid", "webhook_secret"})
+# What an operator may give besides (Meta's webhook verify token is made by the gateway when not given; the
+# WhatsApp Business Account id lets the console list the account's message templates).
+OPTIONAL: dict[str, tuple[str, ...]] = {
+    "whatsapp_cloud": ("verify_token", "waba_id"),
+    "messenger": ("verify_token",),
+    "instagram": ("verify_token",),
+}
+META_KINDS = frozenset({"whatsapp_cloud", "messenger", "instagram"})
+# Shown masked (last 4 characters) everywhere; the rest (a phone number, a WhatsApp sender, a page id, the
+# verify token the operator pastes into Meta's app) is an address or meant to be shown.
+SECRET_FIELDS = frozenset({"bot_token", "signing_secret", "auth_token", "account_sid", "webhook_secret",
+                           "access_token", "page_access_token", "app_secret"})
 
 _PATHS = {
     "telegram": "/channels/telegram/{id}/webhook",
@@ -39,6 +53,9 @@ _PATHS = {
     "twilio_sms": "/channels/twilio/{id}/sms",
     "twilio_voice": "/channels/twilio/{id}/voice",
     "whatsapp": "/channels/whatsapp/{id}",
+    "whatsapp_cloud": "/channels/meta/{id}/whatsapp",
+    "messenger": "/channels/meta/{id}/messenger",
+    "instagram": "/channels/meta/{id}/instagram",
 }
 
 
@@ -109,6 +126,8 @@ class Connection(BaseModel):
         body = self.model_dump(mode="json", exclude={"credentials"})
         body["credentials"] = {k: mask(v) if k in SECRET_FIELDS else v for k, v in self.credentials.items()}
         body["webhook_url"] = public_url.rstrip("/") + webhook_path(self.kind, self.id)
+        if self.kind in META_KINDS:  # pasted with the URL into Meta's app dashboard
+            body["verify_token"] = self.credentials.get("verify_token")
         body["state"], body["state_message"] = describe(
             self.kind, enabled=self.enabled, read_only=self.read_only, verified_at=self.status.verified_at,
             check_error=self.status.check_error)

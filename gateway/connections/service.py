@@ -17,7 +17,16 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gateway.agents.store import LATEST, AgentStore
-from gateway.connections.model import DEFAULT_ID, KINDS, REQUIRED, Connection, Kind, environment_connections
+from gateway.connections.model import (
+    DEFAULT_ID,
+    KINDS,
+    META_KINDS,
+    OPTIONAL,
+    REQUIRED,
+    Connection,
+    Kind,
+    environment_connections,
+)
 from gateway.connections.store import ConnectionStore
 from gateway.connections.verify import ConnectionVerifier, CredentialsRefused, VendorUnreachable
 from gateway.core.errors import Conflict, InvalidInput, NotFound
@@ -60,9 +69,13 @@ def _check_credentials(kind: str, credentials: dict[str, str]) -> None:
     for name in REQUIRED[kind]:
         if not credentials.get(name, "").strip():
             raise InvalidInput(f"credentials.{name}: required for a {kind} connection")
-    unknown = sorted(set(credentials) - set(REQUIRED[kind]))
+    known = REQUIRED[kind] + OPTIONAL.get(kind, ())
+    for name in OPTIONAL.get(kind, ()):
+        if name in credentials and not credentials[name]:
+            raise InvalidInput(f"credentials.{name}: empty (leave it out instead)")
+    unknown = sorted(set(credentials) - set(known))
     if unknown:
-        raise InvalidInput(f"credentials.{unknown[0]}: not a {kind} credential (expected {', '.join(REQUIRED[kind])})")
+        raise InvalidInput(f"credentials.{unknown[0]}: not a {kind} credential (expected {', '.join(known)})")
     if kind == "telegram" and not _TELEGRAM_TOKEN.fullmatch(credentials["bot_token"]):
         raise InvalidInput("credentials.bot_token: not a Telegram bot token (written <bot id>:<secret>, "
                            "as @BotFather gives it)")
@@ -99,12 +112,15 @@ class Connections:
             raise _invalid(exc) from None
         if spec.kind not in KINDS:
             raise InvalidInput(f"kind: unknown kind {spec.kind!r}; one of {', '.join(KINDS)}")
-        credentials = {k: v.strip() for k, v in spec.credentials.items()}
+        credentials = {k: v.strip() for k, v in spec.credentials.items()
+                       if v.strip() or k not in OPTIONAL.get(spec.kind, ())}
         _check_credentials(spec.kind, credentials)
         agent = await self._agent(spec.agent)
         self.store.box.seal({})  # no key: refused before the vendor is asked anything
         if spec.kind == "telegram":
             credentials["webhook_secret"] = secrets.token_urlsafe(32)
+        if spec.kind in META_KINDS and not credentials.get("verify_token"):
+            credentials["verify_token"] = secrets.token_urlsafe(24)
         kind: Kind = spec.kind  # type: ignore[assignment]
         connection = Connection(kind=kind, name=spec.name, agent=agent, enabled=spec.enabled, credentials=credentials)
         return await self._verified_save(connection)

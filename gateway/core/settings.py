@@ -330,6 +330,10 @@ class Settings(BaseSettings):
     twilio_from_number: str | None = Field(
         None, description="The number SMS replies come from when the reply's sender is not known (E.164)."
     )
+    meta_api_base: str = Field(
+        "https://graph.facebook.com/v21.0", description="Meta's Graph API with its version (WhatsApp Cloud API, "
+        "Messenger and Instagram connections)."
+    )
 
     # Channels (extra)
     channel_send_tries: int = Field(

@@ -22,7 +22,7 @@ from gateway.core.models import Conversation, DeliveryStatus, Message, Role
 from gateway.core.settings import Settings
 from gateway.inbox.handler import InboxHandler
 from gateway.inbox.stream import Inbox
-from gateway.turn.ports import Capabilities, DeliveryReport, ReplySink
+from gateway.turn.ports import Capabilities, DeliveryReport, MessageTemplate, ReplySink, TemplateSink
 
 log = logging.getLogger(__name__)
 
@@ -91,20 +91,50 @@ class OperatorDesk:
             raise Conflict(f"{handoff.operator} has taken over this conversation; only they can reply")
         sink = await self.reply_sink(conversation)
         await self.handoffs.wait_for_gate(conversation_id, 5.0)  # a bot reply already on its way goes first
+        message = await self._sent(conversation, operator, text, lambda _: sink.deliver(text))
+        await self.handoffs.touch(conversation_id)
+        return message
+
+    async def _sent(self, conversation: Conversation, operator: str, text: str,
+                    send: Callable[[str], Awaitable[DeliveryReport]]) -> Message:
+        """The operator's message, stored before it is sent and then with its outcome."""
         message = Message(conversation_id=conversation.id, persona_id=conversation.persona_id, role=Role.OPERATOR,
                           channel=conversation.channel, text=text, delivery=DeliveryStatus.PENDING,
                           author=display_name(operator))
         await self.store.add_message(message)
         try:
-            report = await sink.deliver(text)
+            report = await send(message.id)
         except Exception as exc:  # the vendor refused or is away: the message says so in the transcript
-            log.warning("operator reply in conversation %s failed: %s", conversation_id, exc)
+            log.warning("operator message in conversation %s failed: %s", conversation.id, exc)
             report = DeliveryReport(delivered=False, error=f"{type(exc).__name__}: {exc}")
         message.delivery = DeliveryStatus.DELIVERED if report.delivered else DeliveryStatus.FAILED
         message.delivery_error = report.error
         await self.store.update_message(message)
-        await self.handoffs.touch(conversation_id)
         return message
+
+    def has_templates(self, conversation: Conversation) -> bool:
+        capabilities = self.capabilities.get(conversation.channel)
+        return capabilities is not None and capabilities.templates
+
+    async def _template_sink(self, conversation: Conversation) -> TemplateSink:
+        if not self.has_templates(conversation):
+            raise CannotHandOff(f"The {conversation.channel!r} channel has no message templates")
+        return await self._sink(conversation)  # type: ignore[return-value]
+
+    async def templates(self, conversation_id: str) -> list[MessageTemplate]:
+        """The approved templates of the account the conversation came through (asked of the vendor)."""
+        return await (await self._template_sink(await self.conversation(conversation_id))).templates()
+
+    async def send_template(self, conversation_id: str, operator: str, name: str, language: str) -> Message:
+        """Send an approved template (WhatsApp: what re-opens a conversation past its 24-hour window), stored
+        as the operator's message with its outcome. No take-over needed: the assistant could not reply anyway."""
+        conversation = await self.conversation(conversation_id)
+        sink = await self._template_sink(conversation)
+        template = next((t for t in await sink.templates() if (t.name, t.language) == (name, language)), None)
+        if template is None:
+            raise InvalidInput(f"Template: no approved template {name!r} ({language}) on this account")
+        text = f"[template {name} ({language})] {template.text}".strip()
+        return await self._sent(conversation, operator, text, lambda stored: sink.send_template(template, stored))
 
     async def hand_back(self, conversation_id: str, operator: str) -> None:
         conversation = await self.conversation(conversation_id)

@@ -12,8 +12,9 @@ from gateway.core.models import Message, PromptMessage
 from gateway.turn.citations import CitationStyle
 from gateway.turn.responders import Reply, Responder
 
-__all__ = ["AssembledPrompt", "Capabilities", "DeliveryReport", "IdempotentSink", "Markup", "RagMode",
-           "PromptAssembler", "PromptInputs", "RatedSink", "ReplySink", "TranscriptSink", "TurnPlan"]
+__all__ = ["AssembledPrompt", "Capabilities", "DeliveryReport", "IdempotentSink", "Markup", "MessageTemplate",
+           "RagMode", "PromptAssembler", "PromptInputs", "RatedSink", "ReplySink", "TemplateSink", "TranscriptSink",
+           "TurnPlan"]
 
 
 Markup = Literal["plain", "html", "mrkdwn", "markdown"]
@@ -35,6 +36,7 @@ class Capabilities:
     rag_mode: RagMode = "inline"
     handoff: bool = True  # a person can take its conversations over from the console (not a live call)
     citations: CitationStyle = "footnote"  # how it shows a reply's sources (gateway.turn.citations)
+    templates: bool = False  # an operator can send the vendor's approved templates (WhatsApp's 24-hour window)
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,26 @@ class RatedSink(Protocol):
     reply's own send: the buttons name the stored reply they rate, ``message_id``."""
 
     async def deliver_rated(self, text: str, message_id: str) -> DeliveryReport: ...
+
+
+@dataclass(frozen=True)
+class MessageTemplate:
+    """A message the vendor approved in advance, which a business may send when a free reply is refused
+    (WhatsApp outside its 24-hour window); ``text`` is its body as the customer reads it."""
+
+    name: str
+    language: str
+    text: str = ""
+
+
+@runtime_checkable
+class TemplateSink(Protocol):
+    """A sink on a channel with ``Capabilities.templates``: the account's approved templates, and sending
+    one (its vendor message id remembered with ``stored_message_id``, the operator's stored message)."""
+
+    async def templates(self) -> list[MessageTemplate]: ...
+
+    async def send_template(self, template: MessageTemplate, stored_message_id: str) -> DeliveryReport: ...
 
 
 @dataclass

@@ -15,6 +15,7 @@ from gateway.http.app import create_app
 from tests.channels import vendors
 from tests.fakes import slack_api, telegram_api, twilio_api
 from tests.fakes.live_server import LiveServer
+from tests.fakes.meta_graph import FakeGraph
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.telegram_api import FakeTelegram
 from tests.fakes.twilio_api import FakeTwilio
@@ -22,8 +23,8 @@ from tests.inspect import read_persona_messages
 
 
 @pytest.fixture(scope="session")
-def _fake_servers() -> Iterator[tuple[FakeTelegram, FakeSlack, FakeTwilio]]:
-    fakes = (FakeTelegram(), FakeSlack(), FakeTwilio())
+def _fake_servers() -> Iterator[tuple[FakeTelegram, FakeSlack, FakeTwilio, FakeGraph]]:
+    fakes = (FakeTelegram(), FakeSlack(), FakeTwilio(), FakeGraph())
     servers = [LiveServer(f.app()).start() for f in fakes]
     for fake, server in zip(fakes, servers, strict=True):
         fake.url = server.url
@@ -61,6 +62,12 @@ def fake_twilio(_fake_servers) -> FakeTwilio:
     return fake
 
 
+@pytest.fixture
+def fake_meta(_fake_servers) -> FakeGraph:
+    fake = _fake_servers[3]
+    fake.reset()
+    return fake
+
 
 @pytest.fixture
 def channel_overrides() -> dict:
@@ -69,7 +76,7 @@ def channel_overrides() -> dict:
 
 
 @pytest.fixture
-def channel_settings(settings, fake_telegram, fake_slack, fake_twilio, channel_overrides):
+def channel_settings(settings, fake_telegram, fake_slack, fake_twilio, fake_meta, channel_overrides):
     update = {
         "public_url": vendors.PUBLIC_URL,
         "telegram_bot_token": SecretStr(telegram_api.TOKEN),
@@ -82,6 +89,7 @@ def channel_settings(settings, fake_telegram, fake_slack, fake_twilio, channel_o
         "twilio_auth_token": SecretStr(twilio_api.AUTH_TOKEN),
         "twilio_api_base": fake_twilio.url,
         "twilio_from_number": twilio_api.FROM_NUMBER,
+        "meta_api_base": fake_meta.base,
         "channel_retry_base_s": 0.02,
         "channel_retry_max_s": 2.0,
         "channel_send_tries": 3,

@@ -112,21 +112,55 @@ def _twilio(fakes, kind: str, digit: str) -> Scenario:
     )
 
 
+def _meta(fakes, kind: str, digit: str) -> Scenario:
+    graph = fakes["meta"]
+    token, app_secret = f"EAAG{digit * 12}-meta-token-echoed", f"app-secret-{digit * 10}-echoed"
+    account_id = digit * 15
+    graph.add_account(account_id, token, {"whatsapp_cloud": "whatsapp", "messenger": "page"}.get(kind, "instagram"),
+                      name="Echo", username="echo", verified_name="Echo", display_phone_number="+1 555 0100")
+    token_field, id_field = {"whatsapp_cloud": ("access_token", "phone_number_id"),
+                             "messenger": ("page_access_token", "page_id"),
+                             "instagram": ("access_token", "ig_user_id")}[kind]
+
+    def inbound(client, connection):
+        if kind == "whatsapp_cloud":
+            payload = vendors.whatsapp_delivery(vendors.whatsapp_text("where is my order?"), phone_number_id=account_id)
+        else:
+            payload = vendors.messaging_delivery(vendors.messaging_text("where is my order?", recipient=account_id),
+                                                 obj="page" if kind == "messenger" else "instagram", account=account_id)
+        return vendors.post_meta(client, webhook_path(connection), payload, secret=app_secret)
+
+    def fail_send(echo):
+        graph.recorder.fail("typing", 400, description=f"(#100) typing refused for {echo}")
+        graph.recorder.fail("messages", 400, description=f"(#100) No matching user found for {echo}")
+
+    customer = f"whatsapp:+{vendors.WA_CUSTOMER}" if kind == "whatsapp_cloud" else f"{kind}:{vendors.PSID}"
+    return Scenario(
+        credentials={token_field: token, id_field: account_id, "app_secret": app_secret},
+        fail_check=lambda echo: graph.recorder.fail("account", 500, description=f"Service down for {echo}"),
+        fail_send=fail_send, inbound=inbound, secrets=[token, app_secret], customer=customer,
+    )
+
+
 SCENARIOS = {
     "telegram": _telegram, "slack": _slack,
     "twilio_sms": lambda fakes: _twilio(fakes, "twilio_sms", "3"),
     "twilio_voice": lambda fakes: _twilio(fakes, "twilio_voice", "4"),
     "whatsapp": lambda fakes: _twilio(fakes, "whatsapp", "5"),
+    "whatsapp_cloud": lambda fakes: _meta(fakes, "whatsapp_cloud", "6"),
+    "messenger": lambda fakes: _meta(fakes, "messenger", "7"),
+    "instagram": lambda fakes: _meta(fakes, "instagram", "8"),
 }
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_vendor_echoing_the_credentials_leaves_them_nowhere(kind, client, live, fake_telegram, fake_slack,
-                                                              fake_twilio, fake_openai, stored, console, caplog):  # noqa: F811
+                                                              fake_twilio, fake_meta, fake_openai, stored, console,  # noqa: F811
+                                                              caplog):
     caplog.set_level(logging.DEBUG)
     quiet_libraries(logging.DEBUG)  # as `switchboard serve` configures them, even at DEBUG
     scenario = SCENARIOS[kind]({"telegram": fake_telegram, "slack": fake_slack,
-                                              "twilio": fake_twilio})
+                                              "twilio": fake_twilio, "meta": fake_meta})
     echo = " ".join(f"{name}={value}" for name, value in scenario.credentials.items())
     answers: list[httpx.Response] = []
 

@@ -163,27 +163,85 @@ class WebChatHarness(Harness):
         return self.answers
 
 
+class MetaHarness(Harness):
+    """A Meta connection (added through the API when the case starts), its deliveries signed as Meta signs."""
+
+    token = "EAAG-contract-token-0123"
+    account: str
+    kind: str  # in Meta's word: whatsapp, page or instagram
+    credentials: dict[str, str]
+    method = "messages"
+
+    def open(self, client):
+        self.fake.add_account(self.account, self.token, self.kind, name="Shop", username="shop",
+                              verified_name="Shop", display_phone_number="+1 555 0100")
+        self.connection = add(client, kind=self.name, name=f"{self.name} contract", credentials={
+            **self.credentials, "app_secret": vendors.META_APP_SECRET})
+        self.identity = f"{self.identity}@{self.connection['id']}"
+
+    def payload(self, text: str, key: str) -> dict:
+        raise NotImplementedError
+
+    def deliver(self, client, text, *, key, signed=True, retry=False):
+        return vendors.post_meta(client, webhook_path(self.connection), self.payload(text, key),
+                                 secret=vendors.META_APP_SECRET if signed else "not-the-app-secret")
+
+
+class WhatsAppCloudHarness(MetaHarness):
+    name, limit, identity, kind = "whatsapp_cloud", 4096, f"whatsapp:+{vendors.WA_CUSTOMER}", "whatsapp"
+    account = vendors.WA_PHONE_NUMBER_ID
+    credentials = {"access_token": MetaHarness.token, "phone_number_id": vendors.WA_PHONE_NUMBER_ID}
+
+    def payload(self, text, key):
+        return vendors.whatsapp_delivery(vendors.whatsapp_text(text, mid=f"wamid.{key}"))
+
+
+class MessengerHarness(MetaHarness):
+    name, limit, identity, kind = "messenger", 2000, f"messenger:{vendors.PSID}", "page"
+    account = vendors.PAGE_ID
+    credentials = {"page_access_token": MetaHarness.token, "page_id": vendors.PAGE_ID}
+
+    def payload(self, text, key):
+        return vendors.messaging_delivery(vendors.messaging_text(text, mid=f"m_{key}"))
+
+
+class InstagramHarness(MetaHarness):
+    name, limit, identity, kind = "instagram", 1000, f"instagram:{vendors.PSID}", "instagram"
+    account = vendors.IG_USER_ID
+    credentials = {"access_token": MetaHarness.token, "ig_user_id": vendors.IG_USER_ID}
+
+    def payload(self, text, key):
+        event = vendors.messaging_text(text, mid=f"m_{key}", recipient=vendors.IG_USER_ID)
+        return vendors.messaging_delivery(event, obj="instagram", account=vendors.IG_USER_ID)
+
+
+META = [WhatsAppCloudHarness, MessengerHarness, InstagramHarness]
+
+
 @pytest.fixture
 def channel_overrides() -> dict:
     return {"secret_key": SecretStr(SECRET_KEY)}  # connections can be added
 
 
 @pytest.fixture(params=[TelegramHarness, SlackHarness, TwilioSmsHarness, TwilioVoiceHarness,
-                        TwilioVoiceConnectionHarness, WebChatHarness],
+                        TwilioVoiceConnectionHarness, WebChatHarness, *META],
                 ids=lambda h: getattr(h, "case", h.name))
-def any_channel(request, fake_telegram, fake_slack, fake_twilio, client) -> Harness:
+def any_channel(request, fake_telegram, fake_slack, fake_twilio, fake_meta, client) -> Harness:
     """Every channel (and connection kind), for the cases every channel must pass."""
     fakes = {"telegram": fake_telegram, "slack": fake_slack, "twilio_sms": fake_twilio,
-             "twilio_voice": fake_twilio, "webchat": None}
+             "twilio_voice": fake_twilio, "webchat": None, **{h.name: fake_meta for h in META}}
     harness = request.param(fakes[request.param.name])
     harness.open(client)
     return harness
 
 
-@pytest.fixture(params=[TelegramHarness, SlackHarness, TwilioSmsHarness], ids=lambda h: h.name)
-def channel(request, fake_telegram, fake_slack, fake_twilio) -> Harness:
-    fakes = {"telegram": fake_telegram, "slack": fake_slack, "twilio_sms": fake_twilio}
-    return request.param(fakes[request.param.name])
+@pytest.fixture(params=[TelegramHarness, SlackHarness, TwilioSmsHarness, *META], ids=lambda h: h.name)
+def channel(request, fake_telegram, fake_slack, fake_twilio, fake_meta, client) -> Harness:
+    fakes = {"telegram": fake_telegram, "slack": fake_slack, "twilio_sms": fake_twilio,
+             **{h.name: fake_meta for h in META}}
+    harness = request.param(fakes[request.param.name])
+    harness.open(client)
+    return harness
 
 
 def _key() -> str:

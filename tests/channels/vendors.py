@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import itertools
+import json
 import time
 import uuid
 
@@ -163,3 +166,63 @@ def post_twilio(client: httpx.Client, path: str, params: dict[str, str], *,
 
 def telegram_token() -> str:
     return telegram_api.TOKEN
+
+
+# -- Meta (WhatsApp Cloud API, Messenger, Instagram) -----------------------------------------------
+META_APP_SECRET = "meta-app-secret-5b1f0c9e7d2a4e8f"
+WA_PHONE_NUMBER_ID = "106540352242922"
+WA_BUSINESS_ACCOUNT = "102290129340398"
+WA_CUSTOMER = "16505551234"
+PAGE_ID = "109876543210987"
+IG_USER_ID = "17841400008460056"
+PSID = "6543210987654321"  # a page-scoped (or Instagram-scoped) user id
+
+
+def whatsapp_text(text: str, *, mid: str | None = None, sender: str = WA_CUSTOMER) -> dict:
+    return {"from": sender, "id": mid or f"wamid.HBgL{uuid.uuid4().hex.upper()}", "timestamp": str(int(time.time())),
+            "type": "text", "text": {"body": text}}
+
+
+def whatsapp_delivery(*messages: dict, statuses: tuple[dict, ...] = (), name: str = "Sheena Nelson",
+                      phone_number_id: str = WA_PHONE_NUMBER_ID) -> dict:
+    value: dict = {"messaging_product": "whatsapp",
+                   "metadata": {"display_phone_number": "15550783881", "phone_number_id": phone_number_id}}
+    if messages:
+        senders = sorted({m["from"] for m in messages})
+        value["contacts"] = [{"profile": {"name": name}, "wa_id": s} for s in senders]
+        value["messages"] = list(messages)
+    if statuses:
+        value["statuses"] = list(statuses)
+    return {"object": "whatsapp_business_account",
+            "entry": [{"id": WA_BUSINESS_ACCOUNT, "changes": [{"value": value, "field": "messages"}]}]}
+
+
+def whatsapp_status(message_id: str, status: str, *, errors: list[dict] | None = None) -> dict:
+    body = {"id": message_id, "status": status, "timestamp": str(int(time.time())), "recipient_id": WA_CUSTOMER}
+    if errors:
+        body["errors"] = errors
+    return body
+
+
+def messaging_text(text: str, *, mid: str | None = None, sender: str = PSID, recipient: str = PAGE_ID) -> dict:
+    now = int(time.time() * 1000)
+    return {"sender": {"id": sender}, "recipient": {"id": recipient}, "timestamp": now,
+            "message": {"mid": mid or f"m_{uuid.uuid4().hex}", "text": text}}
+
+
+def messaging_delivery(*events: dict, obj: str = "page", account: str = PAGE_ID) -> dict:
+    return {"object": obj, "entry": [{"id": account, "time": int(time.time() * 1000), "messaging": list(events)}]}
+
+
+def meta_signature(body: bytes, secret: str = META_APP_SECRET) -> str:
+    """``X-Hub-Signature-256`` as Meta computes it: HMAC-SHA256 of the raw body with the app secret."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def post_meta(client: httpx.Client, path: str, payload: dict, *, secret: str | None = META_APP_SECRET
+              ) -> httpx.Response:
+    body = json.dumps(payload).encode()
+    headers = {"Content-Type": "application/json"}
+    if secret is not None:
+        headers["X-Hub-Signature-256"] = meta_signature(body, secret)
+    return client.post(path, content=body, headers=headers)
