@@ -119,7 +119,7 @@ class OperatorDesk:
     async def _template_sink(self, conversation: Conversation) -> TemplateSink:
         if not self.has_templates(conversation):
             raise CannotHandOff(f"The {conversation.channel!r} channel has no message templates")
-        return await self._sink(conversation)  # type: ignore[return-value]
+        return await self.reply_sink(conversation)  # type: ignore[return-value]
 
     async def templates(self, conversation_id: str) -> list[MessageTemplate]:
         """The approved templates of the account the conversation came through (asked of the vendor)."""

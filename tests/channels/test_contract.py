@@ -320,7 +320,8 @@ def test_rate_limited_send_is_retried_after_retry_after_then_delivered(channel, 
     assert agent[0].delivery == DeliveryStatus.DELIVERED and agent[0].delivery_error is None
 
 
-@pytest.mark.parametrize("channel_overrides", [{"inbox_retry_window_s": 0.3}])  # then it is dead-lettered
+@pytest.mark.parametrize("channel_overrides",  # dead-lettered then; the key: Meta kinds are connections
+                         [{"inbox_retry_window_s": 0.3, "secret_key": SecretStr(SECRET_KEY)}])
 def test_send_failing_forever_is_recorded_as_failed_on_the_message_and_trace(channel, client, live, stored):
     channel.recorder.fail_always(channel.method, 500)
     channel.deliver(client, "hi", key=_key())
