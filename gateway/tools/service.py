@@ -1,31 +1,48 @@
 """Adding, changing, refreshing and removing tool sources; the tools an agent's ``config.tools`` names.
 
 Refused input (an unknown kind, a bad name or URL, a URL the outbound guard refuses, headers with no
-``SWITCHBOARD_SECRET_KEY`` to seal them) stores nothing. A server that cannot be reached, or does not
-speak MCP, does not lose the operator's work: the source is stored with the error in its status and
-no tools, to be refreshed later.
+``SWITCHBOARD_SECRET_KEY`` to seal them, an OpenAPI operation the document does not have) stores
+nothing. A server that cannot be reached, or does not speak MCP (or serve an OpenAPI 3 document), does
+not lose the operator's work: the source is stored with the error in its status and no tools, to be
+refreshed later.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import Any
+import re
+import time
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from gateway.core.errors import Conflict, InvalidInput
-from gateway.core.models import utcnow
+from gateway.core.errors import Conflict, InvalidInput, NotFound
+from gateway.core.models import new_id, utcnow
 from gateway.core.outbound import OutboundPolicy
 from gateway.tools.mcp_client import McpClient, ToolServerError
-from gateway.tools.model import KINDS, NAME_PATTERN, SourceStatus, ToolInfo, ToolSource
+from gateway.tools.model import KINDS, NAME_PATTERN, Kind, SourceStatus, ToolInfo, ToolSource
+from gateway.tools.openapi_client import OpenApiClient
 from gateway.tools.store import ToolSourceStore
 from gateway.turn.llm import CallOptions
-from gateway.turn.tools import ToolOutcome, ToolSpec, TurnTools
+from gateway.turn.tools import ToolOutcome, ToolSpec, TurnTools, cut
 
-__all__ = ["MAX_TOOLS", "SourceCaller", "SourceCreate", "SourcePatch", "ToolSources"]
+__all__ = ["MAX_OPERATIONS", "MAX_TOOLS", "MAX_TRY_CHARS", "SourceCaller", "SourceClient", "SourceCreate",
+           "SourcePatch", "ToolSources"]
 
 log = logging.getLogger(__name__)
 MAX_TOOLS = 128  # OpenAI takes 128 tools per request; a server listing more keeps its first 128, and says so
+MAX_OPERATIONS = MAX_TOOLS
+_OPERATION_ID = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
+MAX_TRY_CHARS = 8000  # what the console shows of a tried tool's answer
+
+
+class SourceClient(Protocol):
+    """Lists a source's tools and calls one (``McpClient``, ``OpenApiClient``); failures are ``ToolServerError``."""
+
+    async def list_tools(self, source: ToolSource) -> list[ToolInfo]: ...
+
+    async def call(self, source: ToolSource, tool: str, arguments: dict, idempotency_key: str) -> ToolOutcome: ...
 
 
 class SourceCreate(BaseModel):
@@ -35,6 +52,8 @@ class SourceCreate(BaseModel):
     name: str = Field(pattern=NAME_PATTERN)
     url: str = Field(min_length=8, max_length=2000)
     headers: dict[str, str] = Field(default_factory=dict)
+    # OpenAPI sources: the operationIds to offer as tools (an MCP server lists its own)
+    operations: list[str] = Field(default_factory=list, max_length=MAX_OPERATIONS)
 
 
 class SourcePatch(BaseModel):
@@ -43,6 +62,7 @@ class SourcePatch(BaseModel):
     name: str | None = Field(default=None, pattern=NAME_PATTERN)
     url: str | None = Field(default=None, min_length=8, max_length=2000)
     headers: dict[str, str] | None = None  # replaces the stored headers (an empty object removes them)
+    operations: list[str] | None = Field(default=None, max_length=MAX_OPERATIONS)  # OpenAPI sources: replaces them
 
 
 def _invalid(exc: ValidationError) -> InvalidInput:
@@ -54,11 +74,28 @@ def _invalid(exc: ValidationError) -> InvalidInput:
     return InvalidInput(f"{where}: {first['msg']}")
 
 
+def _operations(kind: str, operations: list[str]) -> None:
+    if kind != "openapi":
+        if operations:
+            raise InvalidInput("operations: only an OpenAPI source has operations; an MCP server lists its tools")
+        return
+    if not operations:
+        raise InvalidInput("operations: name the OpenAPI operations (operationId) to offer as tools, "
+                           "e.g. [\"getOrder\"]")
+    for op in operations:
+        if not _OPERATION_ID.match(op):
+            raise InvalidInput(f"operations: {op!r} is not an operationId (letters, digits, '_', '.', '-')")
+    if len(set(operations)) != len(operations):
+        raise InvalidInput("operations: an operation is named twice")
+
+
 class ToolSources:
-    def __init__(self, store: ToolSourceStore, client: McpClient, policy: OutboundPolicy) -> None:
+    def __init__(self, store: ToolSourceStore, client: McpClient, policy: OutboundPolicy,
+                 openapi: OpenApiClient | None = None) -> None:
         self.store = store
         self.client = client
         self.policy = policy
+        self.clients: dict[Kind, SourceClient] = {"mcp": client, "openapi": openapi or OpenApiClient(policy)}
 
     async def list(self) -> list[ToolSource]:
         return await self.store.list()
@@ -67,14 +104,19 @@ class ToolSources:
         return await self.store.get(source_id)
 
     async def create(self, data: Any) -> ToolSource:
+        if isinstance(data, dict) and (data.get("kind") == "stdio" or "command" in data):
+            raise InvalidInput("kind: a local command (stdio MCP server) runs on the gateway's machine: it is "
+                               "configured on the server only, never over HTTP")
         try:
             spec = SourceCreate.model_validate(data)
         except ValidationError as exc:
             raise _invalid(exc) from None
         if spec.kind not in KINDS:
             raise InvalidInput(f"kind: unknown kind {spec.kind!r}; one of {', '.join(KINDS)}")
+        _operations(spec.kind, spec.operations)
         await self._check(spec.name, spec.url, spec.headers, None)
-        return await self._listed(ToolSource(name=spec.name, url=spec.url, headers=spec.headers))
+        return await self._listed(ToolSource(kind=spec.kind, name=spec.name, url=spec.url, headers=spec.headers,
+                                             operations=spec.operations), strict=True)
 
     async def update(self, source_id: str, data: Any) -> ToolSource:
         try:
@@ -84,13 +126,39 @@ class ToolSources:
         current = await self.store.get(source_id)
         changes = {k: v for k, v in patch.model_dump(exclude_unset=True).items() if v is not None}
         updated = current.model_copy(update=changes)
+        _operations(updated.kind, updated.operations)
         await self._check(updated.name, updated.url, updated.headers, current.id)
-        if updated.url != current.url or updated.headers != current.headers:
-            return await self._listed(updated)
+        if (updated.url, updated.headers, updated.operations) != (current.url, current.headers, current.operations):
+            return await self._listed(updated, strict=True)
+        if updated.name != current.name:  # the tools are named after the source
+            updated = updated.model_copy(update={"tools": [
+                t.model_copy(update={"name": f"{updated.name}.{t.name.partition('.')[2]}"}) for t in updated.tools]})
         return await self.store.save(updated)
 
     async def refresh(self, source_id: str) -> ToolSource:
         return await self._listed(await self.store.get(source_id))
+
+    async def try_tool(self, source_id: str, tool: str, arguments: Any, timeout_s: float) -> dict:
+        """Call one of a source's tools as a turn would (the same client and limits), for the console's
+        "try": the answer (cut to ``MAX_TRY_CHARS``) or the error, the time it took, secrets masked."""
+        source = await self.store.get(source_id)
+        if not isinstance(arguments, dict):
+            raise InvalidInput("arguments: a JSON object")
+        if all(t.name != tool for t in source.tools):
+            raise NotFound(f"{source.name} has no tool {tool!r}; its tools: "
+                           f"{', '.join(t.name for t in source.tools) or 'none (refresh it?)'}")
+        caller = SourceCaller(self.clients, {source.name: source})
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(timeout_s):
+                outcome = await caller.call(tool, arguments, f"try:{new_id()}")
+        except TimeoutError:
+            outcome = ToolOutcome(text="", error=f"no answer within {timeout_s:g} s")
+        ms = round((time.perf_counter() - started) * 1000, 1)
+        log.info("tool try: %s on source %s (%s): %s in %s ms", tool, source.name, source.id,
+                 "error" if outcome.error else "answered", ms)
+        return {"tool": tool, "ms": ms, "error": source.redact(outcome.error) if outcome.error else None,
+                "result": None if outcome.error else source.redact(cut(outcome.text, MAX_TRY_CHARS))}
 
     async def delete(self, source_id: str) -> None:
         await self.store.get(source_id)
@@ -110,11 +178,13 @@ class ToolSources:
         if any(s.name == name and s.id != own_id for s in await self.store.list()):
             raise Conflict(f"a tool source named {name!r} exists already; its tools are {name}.*")
 
-    async def _listed(self, source: ToolSource) -> ToolSource:
-        """Ask the server for its tools (``initialize`` + ``tools/list``), then store the source with
-        what it answered: its tools, or the error in its status."""
+    async def _listed(self, source: ToolSource, strict: bool = False) -> ToolSource:
+        """Ask the server for its tools (``initialize`` + ``tools/list``; an OpenAPI document's chosen
+        operations), then store the source with what it answered: its tools, or the error in its status.
+        ``strict`` (a save): an operation the document lacks is refused, nothing stored; on a refresh it
+        is named in the status."""
         try:
-            tools = await self.client.list_tools(source)
+            tools = await self.clients[source.kind].list_tools(source)
         except ToolServerError as exc:
             error = source.redact(str(exc))
             log.warning("tool source %s (%s): %s", source.name, source.id, error)
@@ -122,6 +192,12 @@ class ToolSources:
                                   last_error_at=utcnow())
             return await self.store.save(source.model_copy(update={"status": status, "tools": []}))
         status = SourceStatus(connected_at=utcnow())
+        missing = [op for op in source.operations if f"{source.name}.{op}" not in {t.name for t in tools}]
+        if missing and strict:
+            raise InvalidInput(f"operations: the OpenAPI document has no operation {', '.join(map(repr, missing))}")
+        if missing:
+            status.last_error = f"the OpenAPI document no longer has the operation {', '.join(map(repr, missing))}"
+            status.last_error_at = status.connected_at
         if len(tools) > MAX_TOOLS:
             status.last_error = f"the server lists {len(tools)} tools; only the first {MAX_TOOLS} are offered"
             status.last_error_at = status.connected_at
@@ -162,21 +238,21 @@ class ToolSources:
         specs = [ToolSpec(name=t.name, description=t.description, parameters=t.input_schema,
                           confirm=t.name in confirm or f"{t.name.partition('.')[0]}.*" in confirm)
                  for t in chosen.values()]
-        return TurnTools(specs=specs, caller=SourceCaller(self.client, used), options=options,
+        return TurnTools(specs=specs, caller=SourceCaller(self.clients, used), options=options,
                          redact=_redactor(list(used.values())))
 
 
 class SourceCaller:
-    """Calls a turn's tools on their sources' servers (``gateway.turn.tools.ToolCaller``)."""
+    """Calls a turn's tools on their sources' servers or APIs (``gateway.turn.tools.ToolCaller``)."""
 
-    def __init__(self, client: McpClient, sources: dict[str, ToolSource]) -> None:
-        self.client = client
+    def __init__(self, clients: dict[Kind, SourceClient], sources: dict[str, ToolSource]) -> None:
+        self.clients = clients
         self.sources = sources
 
     async def call(self, name: str, arguments: dict, idempotency_key: str) -> ToolOutcome:
         source = self.sources[name.partition(".")[0]]
         try:
-            return await self.client.call(source, name.partition(".")[2], arguments, idempotency_key)
+            return await self.clients[source.kind].call(source, name.partition(".")[2], arguments, idempotency_key)
         except ToolServerError as exc:
             return ToolOutcome(text="", error=source.redact(str(exc)))
 
