@@ -23,7 +23,7 @@ router = APIRouter(prefix=f"{PREFIX}/tools")
 
 DONE = {"added": "Tool source added.", "refreshed": "Listed again.", "deleted": "Tool source deleted.",
         "saved": "Tools saved: a new version of the agent."}
-LABELS = {"mcp": "MCP server", "openapi": "OpenAPI source"}
+LABELS = {"mcp": "MCP server", "openapi": "OpenAPI source", "stdio": "Local command (stdio MCP)"}
 
 
 def _sources(signed: Signed) -> ToolSources:

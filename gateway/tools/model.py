@@ -11,7 +11,7 @@ from gateway.core.models import new_id, utcnow
 
 __all__ = ["KINDS", "NAME_PATTERN", "Endpoint", "Kind", "SourceStatus", "ToolInfo", "ToolSource", "mask"]
 
-Kind = Literal["mcp", "openapi"]
+Kind = Literal["mcp", "openapi", "stdio"]  # stdio: a local command, added with the CLI only
 KINDS: tuple[str, ...] = get_args(Kind)
 # A source's name is the first part of its tools' names (``crm`` → ``crm.book_table``): no dots in it.
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,39}$"
@@ -61,6 +61,7 @@ class ToolSource(BaseModel):
     url: str
     headers: dict[str, str] = Field(default_factory=dict, repr=False)
     operations: list[str] = Field(default_factory=list)  # OpenAPI sources: the operationIds offered as tools
+    command: list[str] = Field(default_factory=list)  # stdio sources: the program and its arguments
     status: SourceStatus = Field(default_factory=SourceStatus)
     tools: list[ToolInfo] = Field(default_factory=list)
     created_at: datetime = Field(default_factory=utcnow)
@@ -82,4 +83,6 @@ class ToolSource(BaseModel):
                          for t in self.tools]
         if self.kind != "openapi":
             del body["operations"]
+        if self.kind != "stdio":
+            del body["command"]
         return body

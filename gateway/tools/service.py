@@ -21,8 +21,9 @@ from gateway.core.errors import Conflict, InvalidInput, NotFound
 from gateway.core.models import new_id, utcnow
 from gateway.core.outbound import OutboundPolicy
 from gateway.tools.mcp_client import McpClient, ToolServerError
-from gateway.tools.model import KINDS, NAME_PATTERN, Kind, SourceStatus, ToolInfo, ToolSource
+from gateway.tools.model import NAME_PATTERN, Kind, SourceStatus, ToolInfo, ToolSource
 from gateway.tools.openapi_client import OpenApiClient
+from gateway.tools.stdio_client import StdioClient
 from gateway.tools.store import ToolSourceStore
 from gateway.turn.llm import CallOptions
 from gateway.turn.tools import ToolOutcome, ToolSpec, TurnTools, cut
@@ -33,6 +34,7 @@ __all__ = ["MAX_OPERATIONS", "MAX_TOOLS", "MAX_TRY_CHARS", "SourceCaller", "Sour
 log = logging.getLogger(__name__)
 MAX_TOOLS = 128  # OpenAI takes 128 tools per request; a server listing more keeps its first 128, and says so
 MAX_OPERATIONS = MAX_TOOLS
+HTTP_KINDS = ("mcp", "openapi")  # what the API adds; a stdio source (a local command) only the CLI
 _OPERATION_ID = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 MAX_TRY_CHARS = 8000  # what the console shows of a tried tool's answer
 
@@ -95,7 +97,8 @@ class ToolSources:
         self.store = store
         self.client = client
         self.policy = policy
-        self.clients: dict[Kind, SourceClient] = {"mcp": client, "openapi": openapi or OpenApiClient(policy)}
+        self.clients: dict[Kind, SourceClient] = {"mcp": client, "openapi": openapi or OpenApiClient(policy),
+                                                  "stdio": StdioClient()}
 
     async def list(self) -> list[ToolSource]:
         return await self.store.list()
@@ -111,8 +114,8 @@ class ToolSources:
             spec = SourceCreate.model_validate(data)
         except ValidationError as exc:
             raise _invalid(exc) from None
-        if spec.kind not in KINDS:
-            raise InvalidInput(f"kind: unknown kind {spec.kind!r}; one of {', '.join(KINDS)}")
+        if spec.kind not in HTTP_KINDS:
+            raise InvalidInput(f"kind: unknown kind {spec.kind!r}; one of {', '.join(HTTP_KINDS)}")
         _operations(spec.kind, spec.operations)
         await self._check(spec.name, spec.url, spec.headers, None)
         return await self._listed(ToolSource(kind=spec.kind, name=spec.name, url=spec.url, headers=spec.headers,
@@ -124,6 +127,9 @@ class ToolSources:
         except ValidationError as exc:
             raise _invalid(exc) from None
         current = await self.store.get(source_id)
+        if current.kind == "stdio":
+            raise InvalidInput(f"{current.name} is a local command (stdio): it is changed with the CLI only "
+                               "(switchboard tools remove, then add-stdio)")
         changes = {k: v for k, v in patch.model_dump(exclude_unset=True).items() if v is not None}
         updated = current.model_copy(update=changes)
         _operations(updated.kind, updated.operations)
@@ -134,6 +140,18 @@ class ToolSources:
             updated = updated.model_copy(update={"tools": [
                 t.model_copy(update={"name": f"{updated.name}.{t.name.partition('.')[2]}"}) for t in updated.tools]})
         return await self.store.save(updated)
+
+    async def add_stdio(self, name: str, command: list[str]) -> ToolSource:
+        """A local command as an MCP server (the CLI's ``add-stdio``; never reachable over HTTP)."""
+        try:
+            SourceCreate.model_validate({"name": name, "url": "stdio://local"})
+        except ValidationError as exc:
+            raise _invalid(exc) from None
+        if not command or not command[0].strip():
+            raise InvalidInput("command: the program to run (and its arguments)")
+        if any(s.name == name for s in await self.store.list()):
+            raise Conflict(f"a tool source named {name!r} exists already; its tools are {name}.*")
+        return await self._listed(ToolSource(kind="stdio", name=name, url="", command=command))
 
     async def refresh(self, source_id: str) -> ToolSource:
         return await self._listed(await self.store.get(source_id))

@@ -44,6 +44,7 @@ class _Stored(BaseModel):
     url: str
     sealed: str = ""  # the headers, encrypted; "" for none
     operations: list[str] = []  # OpenAPI sources
+    command: list[str] = []  # stdio sources
     status: SourceStatus
     tools: list[ToolInfo]
     created_at: datetime
@@ -83,7 +84,8 @@ class ToolSourceStore:
         stored = _Stored.model_validate_json(raw)
         headers = self.box.open(stored.sealed) if stored.sealed else {}
         source = ToolSource(id=stored.id, kind=stored.kind, name=stored.name, url=stored.url, headers=headers,
-                            operations=stored.operations, status=stored.status, tools=stored.tools,
+                            operations=stored.operations, command=stored.command, status=stored.status,
+                            tools=stored.tools,
                             created_at=stored.created_at, updated_at=stored.updated_at)
         if len(self._opened) >= _DECRYPTED_CACHE:
             self._opened.clear()
@@ -94,7 +96,7 @@ class ToolSourceStore:
         source = source.model_copy(update={"updated_at": utcnow()})
         stored = _Stored(id=source.id, kind=source.kind, name=source.name, url=source.url,
                          sealed=self.box.seal(source.headers) if source.headers else "",
-                         operations=source.operations, status=source.status,
+                         operations=source.operations, command=source.command, status=source.status,
                          tools=source.tools, created_at=source.created_at, updated_at=source.updated_at)
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.set(self._key(source.id), stored.model_dump_json())
