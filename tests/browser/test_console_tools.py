@@ -56,6 +56,11 @@ def test_an_admin_adds_tries_and_chooses_tools(page, tools_console, shop, mcp_se
     assert SHOP_TOKEN not in page.content() and f"••••{SHOP_TOKEN[-4:]}" in page.content()
 
     tryout = page.get_by_role("region", name="Try a tool")
+    tryout.get_by_label("Arguments").fill('{"order_id": 4411')
+    tryout.get_by_role("button", name="Call the tool").click()
+    assert page.get_by_role("alert").inner_text().startswith("arguments: not JSON")
+    assert shop.requests == []
+    tryout = page.get_by_role("region", name="Try a tool")
     tryout.get_by_label("Tool").select_option("shop.getOrder")
     tryout.get_by_label("Arguments").fill('{"order_id": "4411", "verbose": true}')
     tryout.get_by_role("button", name="Call the tool").click()
