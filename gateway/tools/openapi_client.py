@@ -36,6 +36,11 @@ def _value(value: object) -> str:
 
 def _request(endpoint: Endpoint, arguments: dict) -> tuple[str, dict[str, str], dict[str, object]]:
     """The URL (path parameters filled in), the headers and the query parameters for a call."""
+    taken = [*endpoint.parameters, *([endpoint.body] if endpoint.body else [])]
+    unknown = sorted(set(arguments) - set(taken))
+    if unknown:  # the model reads this and can call again with the right names; nothing is sent
+        raise ToolServerError(f"unknown argument {', '.join(map(repr, unknown))}; this operation takes "
+                              f"{', '.join(map(repr, taken)) or 'no arguments'}")
     url, headers, query = endpoint.url, {}, {}
     for name, where in endpoint.parameters.items():
         if name not in arguments:

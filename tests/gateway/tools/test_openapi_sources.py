@@ -129,6 +129,9 @@ def test_trying_a_tool_calls_it_and_masks_the_sources_secrets(client, shop):
     assert json.loads(echoed.json()["result"])["authorization"].endswith("••••" + SHOP_TOKEN[-4:])
     assert SHOP_TOKEN not in echoed.text
 
+    extra = client.post(f"/api/tool-sources/{source['id']}/tools/shop.getOrder/try", headers=ADMIN,
+                        json={"arguments": {"order_id": "4411", "colour": "red"}})
+    assert extra.json()["error"] == "unknown argument 'colour'; this operation takes 'order_id', 'verbose'"
     unknown = client.post(f"/api/tool-sources/{source['id']}/tools/shop.refundOrder/try", headers=ADMIN, json={})
     assert unknown.status_code == 404 and "no tool 'shop.refundOrder'" in unknown.json()["message"]
     assert client.post(f"/api/tool-sources/{source['id']}/tools/shop.getOrder/try",
