@@ -18,7 +18,7 @@ from contextlib import asynccontextmanager
 import httpx
 from mcp import ClientSession, McpError
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import CallToolResult, TextContent
+from mcp.types import TextContent
 from pydantic import ValidationError
 
 from gateway.core.errors import GatewayError
@@ -27,7 +27,7 @@ from gateway.core.outbound_client import GuardedTransport, OutboundBlocked, Outb
 from gateway.tools.model import ToolInfo, ToolSource
 from gateway.turn.tools import ToolOutcome
 
-__all__ = ["LIST_TIMEOUT_S", "MAX_ANSWER_BYTES", "McpClient", "ToolServerError", "innermost", "listed", "outcome"]
+__all__ = ["LIST_TIMEOUT_S", "MAX_ANSWER_BYTES", "McpClient", "ToolServerError"]
 
 LIST_TIMEOUT_S = 10.0  # an operator waits for a listing on save: a server that hangs is reported, not waited on
 MAX_ANSWER_BYTES = 4 * 1024 * 1024  # one response body (a listing, a call's answer); past it the call fails
@@ -38,7 +38,7 @@ class ToolServerError(GatewayError):
     """An MCP server did not answer as one: the sentence says what happened."""
 
 
-def innermost(exc: BaseException) -> BaseException:
+def _leaf(exc: BaseException) -> BaseException:
     """The first real error inside the task groups' exception groups the SDK raises."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
@@ -46,7 +46,7 @@ def innermost(exc: BaseException) -> BaseException:
 
 
 def _describe(exc: BaseException, url: str) -> str:
-    exc = innermost(exc)
+    exc = _leaf(exc)
     where = shown(url)
     if isinstance(exc, OutboundBlocked):
         return exc.refusal.message
@@ -75,22 +75,6 @@ def _text(content: list) -> str:
         else:  # images, audio, resources: the model is told what came, not given bytes it cannot read
             parts.append(f"[{getattr(item, 'type', type(item).__name__)} content not shown]")
     return "\n".join(parts)
-
-
-def listed(source: ToolSource, tools: list) -> list[ToolInfo]:
-    """A server's ``tools/list`` answer as our tools, named ``<source>.<tool>``."""
-    return [ToolInfo(name=f"{source.name}.{t.name}", description=t.description or "",
-                     input_schema=t.inputSchema or {"type": "object"}) for t in tools]
-
-
-def outcome(result: CallToolResult) -> ToolOutcome:
-    """A ``tools/call`` answer as what the model reads: its text (a tool error is an outcome with ``error``)."""
-    text = _text(result.content)
-    if not text and result.structuredContent is not None:
-        text = json.dumps(result.structuredContent, ensure_ascii=False)
-    if result.isError:
-        return ToolOutcome(text="", error=f"the tool reported an error: {text[:1000] or 'no details'}")
-    return ToolOutcome(text=text)
 
 
 class _Watched(httpx.AsyncBaseTransport):
@@ -186,7 +170,8 @@ class McpClient:
                         break
         except Exception as exc:  # the SDK raises what its transport met, often inside exception groups
             raise ToolServerError(_describe(exc, source.url)) from exc
-        return listed(source, tools)
+        return [ToolInfo(name=f"{source.name}.{t.name}", description=t.description or "",
+                         input_schema=t.inputSchema or {"type": "object"}) for t in tools]
 
     async def call(self, source: ToolSource, tool: str, arguments: dict, idempotency_key: str,
                    timeout_s: float = 60.0) -> ToolOutcome:
@@ -198,4 +183,9 @@ class McpClient:
                                       watch)
         except Exception as exc:
             raise ToolServerError(_describe(exc, source.url)) from exc
-        return outcome(result)
+        text = _text(result.content)
+        if not text and result.structuredContent is not None:
+            text = json.dumps(result.structuredContent, ensure_ascii=False)
+        if result.isError:
+            return ToolOutcome(text="", error=f"the tool reported an error: {text[:1000] or 'no details'}")
+        return ToolOutcome(text=text)

@@ -15,7 +15,8 @@ import asyncio
 from mcp import ClientSession, McpError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from gateway.tools.mcp_client import LIST_TIMEOUT_S, ToolServerError, innermost, listed, outcome
+from gateway.tools.mcp_client import LIST_TIMEOUT_S, ToolServerError
+from gateway.tools.mcp_results import innermost, listed, outcome
 from gateway.tools.model import ToolInfo, ToolSource
 from gateway.turn.tools import ToolOutcome
 
