@@ -18,6 +18,7 @@ from admin_ui.render import page
 from admin_ui.security import PREFIX, Signed, admin_only, check_csrf
 from gateway.core.errors import GatewayError, InvalidInput
 from gateway.tools.service import ToolSources
+from gateway.tools.trial import try_tool
 
 router = APIRouter(prefix=f"{PREFIX}/tools")
 
@@ -96,7 +97,7 @@ async def change(source_id: str, request: Request, signed: Signed = Depends(admi
 
 
 @router.post("/sources/{source_id}/try")
-async def try_tool(source_id: str, request: Request, signed: Signed = Depends(admin_only)) -> Response:
+async def try_a_tool(source_id: str, request: Request, signed: Signed = Depends(admin_only)) -> Response:
     """The tool called now, as a turn would call it; the page shows its answer (or error) under the form."""
     await check_csrf(request, signed)
     form = await request.form()
@@ -106,7 +107,7 @@ async def try_tool(source_id: str, request: Request, signed: Signed = Depends(ad
             arguments = json.loads(typed)
         except ValueError as exc:
             raise InvalidInput(f"arguments: not JSON ({exc})") from None
-        tried = await _sources(signed).try_tool(source_id, tool, arguments, signed.services.settings.tool_timeout_s)
+        tried = await try_tool(_sources(signed), source_id, tool, arguments, signed.services.settings.tool_timeout_s)
     except GatewayError as exc:
         return await _detail(source_id, request, signed, 422, error=exc.message, tried_tool=tool, typed=typed)
     return await _detail(source_id, request, signed, tried=tried, tried_tool=tool, typed=typed)

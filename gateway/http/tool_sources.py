@@ -20,6 +20,7 @@ from gateway.http.json_body import AdminRoute, read_json
 from gateway.http.responses import json_body
 from gateway.services import Services
 from gateway.tools.service import SourceCreate, SourcePatch, ToolSources
+from gateway.tools.trial import try_tool
 
 __all__ = ["router"]
 
@@ -69,8 +70,8 @@ async def delete_tool_source(source_id: str, services: Services = Depends(requir
 
 
 @router.post("/{source_id}/tools/{tool_name}/try", openapi_extra=json_body(ToolTry))
-async def try_tool(source_id: str, tool_name: str, request: Request,
-                   services: Services = Depends(require_admin)) -> dict:
+async def try_a_tool(source_id: str, tool_name: str, request: Request,
+                     services: Services = Depends(require_admin)) -> dict:
     """Call the tool ``tool_name`` (``shop.getOrder``) with ``arguments`` now, through the same client and
     outbound guard a turn uses: ``{"tool", "result", "error", "ms"}``, the source's secrets masked. The call
     is real (an OpenAPI tool gets an ``Idempotency-Key`` of ``try:<id>``) and logged."""
@@ -79,4 +80,4 @@ async def try_tool(source_id: str, tool_name: str, request: Request,
     except ValidationError as exc:
         first = exc.errors()[0]
         raise InvalidInput(f"{'.'.join(map(str, first['loc'])) or 'body'}: {first['msg']}") from None
-    return await _sources(services).try_tool(source_id, tool_name, spec.arguments, services.settings.tool_timeout_s)
+    return await try_tool(_sources(services), source_id, tool_name, spec.arguments, services.settings.tool_timeout_s)

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal, get_args
+from typing import Annotated, Literal, Protocol, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from gateway.core.models import new_id, utcnow
+from gateway.turn.tools import ToolOutcome
 
-__all__ = ["KINDS", "NAME_PATTERN", "Endpoint", "Kind", "SourceStatus", "ToolInfo", "ToolSource", "mask"]
+__all__ = ["KINDS", "NAME_PATTERN", "Endpoint", "Kind", "OperationId", "SourceClient", "SourceStatus", "ToolInfo",
+           "ToolSource", "mask"]
 
 Kind = Literal["mcp", "openapi", "stdio"]  # stdio: a local command, added with the CLI only
 KINDS: tuple[str, ...] = get_args(Kind)
 # A source's name is the first part of its tools' names (``crm`` → ``crm.book_table``): no dots in it.
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,39}$"
+OperationId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,100}$")]  # an OpenAPI operation's id
 
 
 def mask(value: str) -> str:
@@ -86,3 +89,12 @@ class ToolSource(BaseModel):
         if self.kind != "stdio":
             del body["command"]
         return body
+
+
+class SourceClient(Protocol):
+    """Lists a source's tools and calls one, for one kind of source (``McpClient``, ``OpenApiClient``,
+    ``StdioClient``); whatever goes wrong is a ``ToolServerError`` saying what."""
+
+    async def list_tools(self, source: ToolSource) -> list[ToolInfo]: ...
+
+    async def call(self, source: ToolSource, tool: str, arguments: dict, idempotency_key: str) -> ToolOutcome: ...

@@ -9,42 +9,30 @@ refreshed later.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import re
-import time
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from gateway.core.errors import Conflict, InvalidInput, NotFound
-from gateway.core.models import new_id, utcnow
+from gateway.core.errors import Conflict, InvalidInput
+from gateway.core.models import utcnow
 from gateway.core.outbound import OutboundPolicy
 from gateway.tools.mcp_client import McpClient, ToolServerError
-from gateway.tools.model import NAME_PATTERN, Kind, SourceStatus, ToolInfo, ToolSource
+from gateway.tools.model import NAME_PATTERN, Kind, OperationId, SourceClient, SourceStatus, ToolInfo, ToolSource
 from gateway.tools.openapi_client import OpenApiClient
 from gateway.tools.stdio_client import StdioClient
 from gateway.tools.store import ToolSourceStore
 from gateway.turn.llm import CallOptions
-from gateway.turn.tools import ToolOutcome, ToolSpec, TurnTools, cut
+from gateway.turn.tools import ToolOutcome, ToolSpec, TurnTools
 
-__all__ = ["MAX_OPERATIONS", "MAX_TOOLS", "MAX_TRY_CHARS", "SourceCaller", "SourceClient", "SourceCreate",
-           "SourcePatch", "ToolSources"]
+__all__ = ["HTTP_KINDS", "MAX_OPERATIONS", "MAX_TOOLS", "SourceCaller", "SourceCreate", "SourcePatch",
+           "ToolSources"]
+
+HTTP_KINDS = ("mcp", "openapi")  # what the API adds; a stdio source (a local command) only the CLI
+MAX_OPERATIONS = 128  # as many as tools are offered
 
 log = logging.getLogger(__name__)
 MAX_TOOLS = 128  # OpenAI takes 128 tools per request; a server listing more keeps its first 128, and says so
-MAX_OPERATIONS = MAX_TOOLS
-HTTP_KINDS = ("mcp", "openapi")  # what the API adds; a stdio source (a local command) only the CLI
-_OPERATION_ID = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
-MAX_TRY_CHARS = 8000  # what the console shows of a tried tool's answer
-
-
-class SourceClient(Protocol):
-    """Lists a source's tools and calls one (``McpClient``, ``OpenApiClient``); failures are ``ToolServerError``."""
-
-    async def list_tools(self, source: ToolSource) -> list[ToolInfo]: ...
-
-    async def call(self, source: ToolSource, tool: str, arguments: dict, idempotency_key: str) -> ToolOutcome: ...
 
 
 class SourceCreate(BaseModel):
@@ -55,7 +43,7 @@ class SourceCreate(BaseModel):
     url: str = Field(min_length=8, max_length=2000)
     headers: dict[str, str] = Field(default_factory=dict)
     # OpenAPI sources: the operationIds to offer as tools (an MCP server lists its own)
-    operations: list[str] = Field(default_factory=list, max_length=MAX_OPERATIONS)
+    operations: list[OperationId] = Field(default_factory=list, max_length=MAX_OPERATIONS)
 
 
 class SourcePatch(BaseModel):
@@ -64,7 +52,7 @@ class SourcePatch(BaseModel):
     name: str | None = Field(default=None, pattern=NAME_PATTERN)
     url: str | None = Field(default=None, min_length=8, max_length=2000)
     headers: dict[str, str] | None = None  # replaces the stored headers (an empty object removes them)
-    operations: list[str] | None = Field(default=None, max_length=MAX_OPERATIONS)  # OpenAPI sources: replaces them
+    operations: list[OperationId] | None = Field(default=None, max_length=MAX_OPERATIONS)  # OpenAPI: replaces them
 
 
 def _invalid(exc: ValidationError) -> InvalidInput:
@@ -73,6 +61,8 @@ def _invalid(exc: ValidationError) -> InvalidInput:
     if first["type"] == "string_pattern_mismatch" and where == "name":
         return InvalidInput("name: lower-case letters, digits, '_' and '-' (up to 40), no dots: the name "
                             "is the first part of its tools' names (crm → crm.book_table)")
+    if first["type"] == "string_pattern_mismatch" and first["loc"][0] == "operations":
+        return InvalidInput(f"{where}: {first['input']!r} is not an operationId (letters, digits, '_', '.', '-')")
     return InvalidInput(f"{where}: {first['msg']}")
 
 
@@ -84,9 +74,6 @@ def _operations(kind: str, operations: list[str]) -> None:
     if not operations:
         raise InvalidInput("operations: name the OpenAPI operations (operationId) to offer as tools, "
                            "e.g. [\"getOrder\"]")
-    for op in operations:
-        if not _OPERATION_ID.match(op):
-            raise InvalidInput(f"operations: {op!r} is not an operationId (letters, digits, '_', '.', '-')")
     if len(set(operations)) != len(operations):
         raise InvalidInput("operations: an operation is named twice")
 
@@ -94,11 +81,11 @@ def _operations(kind: str, operations: list[str]) -> None:
 class ToolSources:
     def __init__(self, store: ToolSourceStore, client: McpClient, policy: OutboundPolicy,
                  openapi: OpenApiClient | None = None) -> None:
+        self.clients: dict[Kind, SourceClient] = {"mcp": client, "openapi": openapi or OpenApiClient(policy),
+                                                  "stdio": StdioClient()}
         self.store = store
         self.client = client
         self.policy = policy
-        self.clients: dict[Kind, SourceClient] = {"mcp": client, "openapi": openapi or OpenApiClient(policy),
-                                                  "stdio": StdioClient()}
 
     async def list(self) -> list[ToolSource]:
         return await self.store.list()
@@ -119,7 +106,7 @@ class ToolSources:
         _operations(spec.kind, spec.operations)
         await self._check(spec.name, spec.url, spec.headers, None)
         return await self._listed(ToolSource(kind=spec.kind, name=spec.name, url=spec.url, headers=spec.headers,
-                                             operations=spec.operations), strict=True)
+                                             operations=spec.operations))
 
     async def update(self, source_id: str, data: Any) -> ToolSource:
         try:
@@ -134,11 +121,13 @@ class ToolSources:
         updated = current.model_copy(update=changes)
         _operations(updated.kind, updated.operations)
         await self._check(updated.name, updated.url, updated.headers, current.id)
-        if (updated.url, updated.headers, updated.operations) != (current.url, current.headers, current.operations):
-            return await self._listed(updated, strict=True)
+        if updated.operations != current.operations:
+            return await self._listed(updated)
         if updated.name != current.name:  # the tools are named after the source
             updated = updated.model_copy(update={"tools": [
                 t.model_copy(update={"name": f"{updated.name}.{t.name.partition('.')[2]}"}) for t in updated.tools]})
+        if updated.url != current.url or updated.headers != current.headers:
+            return await self._listed(updated)
         return await self.store.save(updated)
 
     async def add_stdio(self, name: str, command: list[str]) -> ToolSource:
@@ -154,29 +143,7 @@ class ToolSources:
         return await self._listed(ToolSource(kind="stdio", name=name, url="", command=command))
 
     async def refresh(self, source_id: str) -> ToolSource:
-        return await self._listed(await self.store.get(source_id))
-
-    async def try_tool(self, source_id: str, tool: str, arguments: Any, timeout_s: float) -> dict:
-        """Call one of a source's tools as a turn would (the same client and limits), for the console's
-        "try": the answer (cut to ``MAX_TRY_CHARS``) or the error, the time it took, secrets masked."""
-        source = await self.store.get(source_id)
-        if not isinstance(arguments, dict):
-            raise InvalidInput("arguments: a JSON object")
-        if all(t.name != tool for t in source.tools):
-            raise NotFound(f"{source.name} has no tool {tool!r}; its tools: "
-                           f"{', '.join(t.name for t in source.tools) or 'none (refresh it?)'}")
-        caller = SourceCaller(self.clients, {source.name: source})
-        started = time.perf_counter()
-        try:
-            async with asyncio.timeout(timeout_s):
-                outcome = await caller.call(tool, arguments, f"try:{new_id()}")
-        except TimeoutError:
-            outcome = ToolOutcome(text="", error=f"no answer within {timeout_s:g} s")
-        ms = round((time.perf_counter() - started) * 1000, 1)
-        log.info("tool try: %s on source %s (%s): %s in %s ms", tool, source.name, source.id,
-                 "error" if outcome.error else "answered", ms)
-        return {"tool": tool, "ms": ms, "error": source.redact(outcome.error) if outcome.error else None,
-                "result": None if outcome.error else source.redact(cut(outcome.text, MAX_TRY_CHARS))}
+        return await self._listed(await self.store.get(source_id), strict=False)
 
     async def delete(self, source_id: str) -> None:
         await self.store.get(source_id)
@@ -196,7 +163,7 @@ class ToolSources:
         if any(s.name == name and s.id != own_id for s in await self.store.list()):
             raise Conflict(f"a tool source named {name!r} exists already; its tools are {name}.*")
 
-    async def _listed(self, source: ToolSource, strict: bool = False) -> ToolSource:
+    async def _listed(self, source: ToolSource, strict: bool = True) -> ToolSource:
         """Ask the server for its tools (``initialize`` + ``tools/list``; an OpenAPI document's chosen
         operations), then store the source with what it answered: its tools, or the error in its status.
         ``strict`` (a save): an operation the document lacks is refused, nothing stored; on a refresh it
