@@ -35,7 +35,7 @@ NAV = (
     ("Inbox", "/admin/inbox"),
     ("Insights", "/admin/insights"),
 )
-ADMIN_NAV = (("Operators", "/admin/operators"), ("Channels", "/admin/channels"))
+ADMIN_NAV = (("Operators", "/admin/operators"), ("Channels", "/admin/channels"), ("Tools", "/admin/tools"))
 
 
 def page(

@@ -112,8 +112,9 @@ def _extensions():
     from gateway.cli.connections import register_connections
     from gateway.cli.demo import register_demo
     from gateway.cli.kb import register_eval, register_kb
+    from gateway.cli.tools import register_tools
 
-    return (register_kb, register_eval, register_admin, register_demo, register_connections)
+    return (register_kb, register_eval, register_admin, register_demo, register_connections, register_tools)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

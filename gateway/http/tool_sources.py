@@ -1,21 +1,34 @@
-"""Admin API for tool sources (MCP servers): ``/api/tool-sources`` and ``/api/tool-sources/{id}``.
+"""Admin API for tool sources (MCP servers, OpenAPI documents): ``/api/tool-sources`` and
+``/api/tool-sources/{id}``.
 
 Headers are write-only: every answer shows their values masked. Saving a source (and
 ``POST /api/tool-sources/{id}/refresh``) asks the server for its tools; one that cannot be reached is
-saved with the error in ``status`` and no tools.
+saved with the error in ``status`` and no tools. ``POST /api/tool-sources/{id}/tools/{name}/try``
+calls one tool as a turn would, for an operator checking it works.
 """
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request, Response
+from typing import Any
 
+from fastapi import APIRouter, Depends, Request, Response
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gateway.core.errors import InvalidInput
 from gateway.http.auth import require_admin
 from gateway.http.json_body import AdminRoute, read_json
 from gateway.http.responses import json_body
 from gateway.services import Services
 from gateway.tools.service import SourceCreate, SourcePatch, ToolSources
+from gateway.tools.trial import try_tool
 
 __all__ = ["router"]
+
+class ToolTry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
 
 router = APIRouter(prefix="/api/tool-sources", route_class=AdminRoute)
 
@@ -54,3 +67,17 @@ async def refresh_tool_source(source_id: str, services: Services = Depends(requi
 async def delete_tool_source(source_id: str, services: Services = Depends(require_admin)) -> Response:
     await _sources(services).delete(source_id)
     return Response(status_code=204)
+
+
+@router.post("/{source_id}/tools/{tool_name}/try", openapi_extra=json_body(ToolTry))
+async def try_a_tool(source_id: str, tool_name: str, request: Request,
+                     services: Services = Depends(require_admin)) -> dict:
+    """Call the tool ``tool_name`` (``shop.getOrder``) with ``arguments`` now, through the same client and
+    outbound guard a turn uses: ``{"tool", "result", "error", "ms"}``, the source's secrets masked. The call
+    is real (an OpenAPI tool gets an ``Idempotency-Key`` of ``try:<id>``) and logged."""
+    try:
+        spec = ToolTry.model_validate(await read_json(request))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise InvalidInput(f"{'.'.join(map(str, first['loc'])) or 'body'}: {first['msg']}") from None
+    return await try_tool(_sources(services), source_id, tool_name, spec.arguments, services.settings.tool_timeout_s)

@@ -1,9 +1,10 @@
 """Adding, changing, refreshing and removing tool sources; the tools an agent's ``config.tools`` names.
 
 Refused input (an unknown kind, a bad name or URL, a URL the outbound guard refuses, headers with no
-``SWITCHBOARD_SECRET_KEY`` to seal them) stores nothing. A server that cannot be reached, or does not
-speak MCP, does not lose the operator's work: the source is stored with the error in its status and
-no tools, to be refreshed later.
+``SWITCHBOARD_SECRET_KEY`` to seal them, an OpenAPI operation the document does not have) stores
+nothing. A server that cannot be reached, or does not speak MCP (or serve an OpenAPI 3 document), does
+not lose the operator's work: the source is stored with the error in its status and no tools, to be
+refreshed later.
 """
 
 from __future__ import annotations
@@ -17,12 +18,18 @@ from gateway.core.errors import Conflict, InvalidInput
 from gateway.core.models import utcnow
 from gateway.core.outbound import OutboundPolicy
 from gateway.tools.mcp_client import McpClient, ToolServerError
-from gateway.tools.model import KINDS, NAME_PATTERN, SourceStatus, ToolInfo, ToolSource
+from gateway.tools.model import NAME_PATTERN, Kind, OperationId, SourceClient, SourceStatus, ToolInfo, ToolSource
+from gateway.tools.openapi_client import OpenApiClient
+from gateway.tools.stdio_client import StdioClient
 from gateway.tools.store import ToolSourceStore
 from gateway.turn.llm import CallOptions
 from gateway.turn.tools import ToolOutcome, ToolSpec, TurnTools
 
-__all__ = ["MAX_TOOLS", "SourceCaller", "SourceCreate", "SourcePatch", "ToolSources"]
+__all__ = ["HTTP_KINDS", "MAX_OPERATIONS", "MAX_TOOLS", "SourceCaller", "SourceCreate", "SourcePatch",
+           "ToolSources"]
+
+HTTP_KINDS = ("mcp", "openapi")  # what the API adds; a stdio source (a local command) only the CLI
+MAX_OPERATIONS = 128  # as many as tools are offered
 
 log = logging.getLogger(__name__)
 MAX_TOOLS = 128  # OpenAI takes 128 tools per request; a server listing more keeps its first 128, and says so
@@ -35,6 +42,8 @@ class SourceCreate(BaseModel):
     name: str = Field(pattern=NAME_PATTERN)
     url: str = Field(min_length=8, max_length=2000)
     headers: dict[str, str] = Field(default_factory=dict)
+    # OpenAPI sources: the operationIds to offer as tools (an MCP server lists its own)
+    operations: list[OperationId] = Field(default_factory=list, max_length=MAX_OPERATIONS)
 
 
 class SourcePatch(BaseModel):
@@ -43,6 +52,7 @@ class SourcePatch(BaseModel):
     name: str | None = Field(default=None, pattern=NAME_PATTERN)
     url: str | None = Field(default=None, min_length=8, max_length=2000)
     headers: dict[str, str] | None = None  # replaces the stored headers (an empty object removes them)
+    operations: list[OperationId] | None = Field(default=None, max_length=MAX_OPERATIONS)  # OpenAPI: replaces them
 
 
 def _invalid(exc: ValidationError) -> InvalidInput:
@@ -51,11 +61,28 @@ def _invalid(exc: ValidationError) -> InvalidInput:
     if first["type"] == "string_pattern_mismatch" and where == "name":
         return InvalidInput("name: lower-case letters, digits, '_' and '-' (up to 40), no dots: the name "
                             "is the first part of its tools' names (crm → crm.book_table)")
+    if first["type"] == "string_pattern_mismatch" and first["loc"][0] == "operations":
+        return InvalidInput(f"{where}: {first['input']!r} is not an operationId (letters, digits, '_', '.', '-')")
     return InvalidInput(f"{where}: {first['msg']}")
 
 
+def _operations(kind: str, operations: list[str]) -> None:
+    if kind != "openapi":
+        if operations:
+            raise InvalidInput("operations: only an OpenAPI source has operations; an MCP server lists its tools")
+        return
+    if not operations:
+        raise InvalidInput("operations: name the OpenAPI operations (operationId) to offer as tools, "
+                           "e.g. [\"getOrder\"]")
+    if len(set(operations)) != len(operations):
+        raise InvalidInput("operations: an operation is named twice")
+
+
 class ToolSources:
-    def __init__(self, store: ToolSourceStore, client: McpClient, policy: OutboundPolicy) -> None:
+    def __init__(self, store: ToolSourceStore, client: McpClient, policy: OutboundPolicy,
+                 openapi: OpenApiClient | None = None) -> None:
+        self.clients: dict[Kind, SourceClient] = {"mcp": client, "openapi": openapi or OpenApiClient(policy),
+                                                  "stdio": StdioClient()}
         self.store = store
         self.client = client
         self.policy = policy
@@ -67,14 +94,19 @@ class ToolSources:
         return await self.store.get(source_id)
 
     async def create(self, data: Any) -> ToolSource:
+        if isinstance(data, dict) and (data.get("kind") == "stdio" or "command" in data):
+            raise InvalidInput("kind: a local command (stdio MCP server) runs on the gateway's machine: it is "
+                               "configured on the server only, never over HTTP")
         try:
             spec = SourceCreate.model_validate(data)
         except ValidationError as exc:
             raise _invalid(exc) from None
-        if spec.kind not in KINDS:
-            raise InvalidInput(f"kind: unknown kind {spec.kind!r}; one of {', '.join(KINDS)}")
+        if spec.kind not in HTTP_KINDS:
+            raise InvalidInput(f"kind: unknown kind {spec.kind!r}; one of {', '.join(HTTP_KINDS)}")
+        _operations(spec.kind, spec.operations)
         await self._check(spec.name, spec.url, spec.headers, None)
-        return await self._listed(ToolSource(name=spec.name, url=spec.url, headers=spec.headers))
+        return await self._listed(ToolSource(kind=spec.kind, name=spec.name, url=spec.url, headers=spec.headers,
+                                             operations=spec.operations))
 
     async def update(self, source_id: str, data: Any) -> ToolSource:
         try:
@@ -82,15 +114,36 @@ class ToolSources:
         except ValidationError as exc:
             raise _invalid(exc) from None
         current = await self.store.get(source_id)
+        if current.kind == "stdio":
+            raise InvalidInput(f"{current.name} is a local command (stdio): it is changed with the CLI only "
+                               "(switchboard tools remove, then add-stdio)")
         changes = {k: v for k, v in patch.model_dump(exclude_unset=True).items() if v is not None}
         updated = current.model_copy(update=changes)
+        _operations(updated.kind, updated.operations)
         await self._check(updated.name, updated.url, updated.headers, current.id)
+        if updated.operations != current.operations:
+            return await self._listed(updated)
+        if updated.name != current.name:  # the tools are named after the source
+            updated = updated.model_copy(update={"tools": [
+                t.model_copy(update={"name": f"{updated.name}.{t.name.partition('.')[2]}"}) for t in updated.tools]})
         if updated.url != current.url or updated.headers != current.headers:
             return await self._listed(updated)
         return await self.store.save(updated)
 
+    async def add_stdio(self, name: str, command: list[str]) -> ToolSource:
+        """A local command as an MCP server (the CLI's ``add-stdio``; never reachable over HTTP)."""
+        try:
+            SourceCreate.model_validate({"name": name, "url": "stdio://local"})
+        except ValidationError as exc:
+            raise _invalid(exc) from None
+        if not command or not command[0].strip():
+            raise InvalidInput("command: the program to run (and its arguments)")
+        if any(s.name == name for s in await self.store.list()):
+            raise Conflict(f"a tool source named {name!r} exists already; its tools are {name}.*")
+        return await self._listed(ToolSource(kind="stdio", name=name, url="", command=command))
+
     async def refresh(self, source_id: str) -> ToolSource:
-        return await self._listed(await self.store.get(source_id))
+        return await self._listed(await self.store.get(source_id), strict=False)
 
     async def delete(self, source_id: str) -> None:
         await self.store.get(source_id)
@@ -110,11 +163,13 @@ class ToolSources:
         if any(s.name == name and s.id != own_id for s in await self.store.list()):
             raise Conflict(f"a tool source named {name!r} exists already; its tools are {name}.*")
 
-    async def _listed(self, source: ToolSource) -> ToolSource:
-        """Ask the server for its tools (``initialize`` + ``tools/list``), then store the source with
-        what it answered: its tools, or the error in its status."""
+    async def _listed(self, source: ToolSource, strict: bool = True) -> ToolSource:
+        """Ask the server for its tools (``initialize`` + ``tools/list``; an OpenAPI document's chosen
+        operations), then store the source with what it answered: its tools, or the error in its status.
+        ``strict`` (a save): an operation the document lacks is refused, nothing stored; on a refresh it
+        is named in the status."""
         try:
-            tools = await self.client.list_tools(source)
+            tools = await self.clients[source.kind].list_tools(source)
         except ToolServerError as exc:
             error = source.redact(str(exc))
             log.warning("tool source %s (%s): %s", source.name, source.id, error)
@@ -122,6 +177,12 @@ class ToolSources:
                                   last_error_at=utcnow())
             return await self.store.save(source.model_copy(update={"status": status, "tools": []}))
         status = SourceStatus(connected_at=utcnow())
+        missing = [op for op in source.operations if f"{source.name}.{op}" not in {t.name for t in tools}]
+        if missing and strict:
+            raise InvalidInput(f"operations: the OpenAPI document has no operation {', '.join(map(repr, missing))}")
+        if missing:
+            status.last_error = f"the OpenAPI document no longer has the operation {', '.join(map(repr, missing))}"
+            status.last_error_at = status.connected_at
         if len(tools) > MAX_TOOLS:
             status.last_error = f"the server lists {len(tools)} tools; only the first {MAX_TOOLS} are offered"
             status.last_error_at = status.connected_at
@@ -162,21 +223,21 @@ class ToolSources:
         specs = [ToolSpec(name=t.name, description=t.description, parameters=t.input_schema,
                           confirm=t.name in confirm or f"{t.name.partition('.')[0]}.*" in confirm)
                  for t in chosen.values()]
-        return TurnTools(specs=specs, caller=SourceCaller(self.client, used), options=options,
+        return TurnTools(specs=specs, caller=SourceCaller(self.clients, used), options=options,
                          redact=_redactor(list(used.values())))
 
 
 class SourceCaller:
-    """Calls a turn's tools on their sources' servers (``gateway.turn.tools.ToolCaller``)."""
+    """Calls a turn's tools on their sources' servers or APIs (``gateway.turn.tools.ToolCaller``)."""
 
-    def __init__(self, client: McpClient, sources: dict[str, ToolSource]) -> None:
-        self.client = client
+    def __init__(self, clients: dict[Kind, SourceClient], sources: dict[str, ToolSource]) -> None:
+        self.clients = clients
         self.sources = sources
 
     async def call(self, name: str, arguments: dict, idempotency_key: str) -> ToolOutcome:
         source = self.sources[name.partition(".")[0]]
         try:
-            return await self.client.call(source, name.partition(".")[2], arguments, idempotency_key)
+            return await self.clients[source.kind].call(source, name.partition(".")[2], arguments, idempotency_key)
         except ToolServerError as exc:
             return ToolOutcome(text="", error=source.redact(str(exc)))
 

@@ -27,6 +27,9 @@ _DECRYPTED_CACHE = 256
 class SecretBox(Protocol):
     """Seals secrets at rest (``gateway.connections.secrets.CredentialBox``)."""
 
+    @property
+    def ready(self) -> bool: ...  # a key is set: headers can be sealed
+
     def seal(self, credentials: dict[str, str]) -> str: ...
 
     def open(self, sealed: str) -> dict[str, str]: ...
@@ -40,6 +43,8 @@ class _Stored(BaseModel):
     name: str
     url: str
     sealed: str = ""  # the headers, encrypted; "" for none
+    operations: list[str] = []  # OpenAPI sources
+    command: list[str] = []  # stdio sources
     status: SourceStatus
     tools: list[ToolInfo]
     created_at: datetime
@@ -79,8 +84,9 @@ class ToolSourceStore:
         stored = _Stored.model_validate_json(raw)
         headers = self.box.open(stored.sealed) if stored.sealed else {}
         source = ToolSource(id=stored.id, kind=stored.kind, name=stored.name, url=stored.url, headers=headers,
-                            status=stored.status, tools=stored.tools, created_at=stored.created_at,
-                            updated_at=stored.updated_at)
+                            operations=stored.operations, command=stored.command, status=stored.status,
+                            tools=stored.tools,
+                            created_at=stored.created_at, updated_at=stored.updated_at)
         if len(self._opened) >= _DECRYPTED_CACHE:
             self._opened.clear()
         self._opened[raw] = source
@@ -89,7 +95,8 @@ class ToolSourceStore:
     async def save(self, source: ToolSource) -> ToolSource:
         source = source.model_copy(update={"updated_at": utcnow()})
         stored = _Stored(id=source.id, kind=source.kind, name=source.name, url=source.url,
-                         sealed=self.box.seal(source.headers) if source.headers else "", status=source.status,
+                         sealed=self.box.seal(source.headers) if source.headers else "",
+                         operations=source.operations, command=source.command, status=source.status,
                          tools=source.tools, created_at=source.created_at, updated_at=source.updated_at)
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.set(self._key(source.id), stored.model_dump_json())

@@ -10,9 +10,11 @@ from pydantic import SecretStr
 from gateway.http.app import create_app
 from tests.fakes.live_server import LiveServer
 from tests.fakes.mcp_server import FakeMcpServer
+from tests.fakes.shop_api import FakeShop
 
 ADMIN = {"Authorization": "Bearer admin-secret"}
 TOKEN = "crm-token-7f3a9c2e51"
+SHOP_TOKEN = "shop-token-93b1d07c4e"
 
 
 @pytest.fixture
@@ -20,6 +22,15 @@ def mcp_server() -> Iterator[FakeMcpServer]:
     fake = FakeMcpServer(token=TOKEN)
     with LiveServer(fake.app(), graceful_timeout_s=1) as server:
         fake.url = server.url + "/mcp"
+        yield fake
+
+
+@pytest.fixture
+def shop() -> Iterator[FakeShop]:
+    """A shop's REST API (FastAPI) serving its OpenAPI document, every request needing ``SHOP_TOKEN``."""
+    fake = FakeShop(token=SHOP_TOKEN)
+    with LiveServer(fake.app()) as server:
+        fake.url = server.url
         yield fake
 
 

@@ -68,7 +68,7 @@ def test_an_unreachable_or_refusing_server_is_saved_with_its_error(client, mcp_s
 
 def test_refused_input_stores_nothing(client, mcp_server, tool_settings):
     cases = [
-        ({"kind": "openapi", "name": "shop", "url": mcp_server.url}, "kind: unknown kind 'openapi'"),
+        ({"kind": "soap", "name": "shop", "url": mcp_server.url}, "kind: unknown kind 'soap'"),
         ({"name": "Bad.Name", "url": mcp_server.url}, "name: lower-case letters"),
         ({"name": "meta", "url": "http://169.254.169.254/mcp"}, "outbound URL host '169.254.169.254'"),
         ({"name": "local", "url": "http://10.0.0.7/mcp"}, "outbound URL host '10.0.0.7' resolves to 10.0.0.7, "
