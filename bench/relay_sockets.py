@@ -136,6 +136,7 @@ def main() -> None:
                "SWITCHBOARD_TWILIO_FROM_NUMBER": "+15550000000", "SWITCHBOARD_TWILIO_VOICE_MODE": "relay",
                "SWITCHBOARD_TWILIO_RELAY_MAX_SOCKETS": str(CAP), "SWITCHBOARD_TWILIO_RELAY_IDLE_TIMEOUT_S": str(IDLE_S),
                "SWITCHBOARD_TWILIO_RELAY_TICKET_TTL_S": "600",  # the bench asks for all 500 URLs before opening
+               "SWITCHBOARD_REDIS_SOCKET_TIMEOUT_S": "30",  # 500 upgrades at once on a shared 2-core machine
                "SWITCHBOARD_EMBEDDINGS": "none", "SWITCHBOARD_LOG_LEVEL": "ERROR", "SWITCHBOARD_ENV_FILE": ""}
         server = subprocess.Popen([sys.executable, "-m", "gateway", "serve", "--port", str(port)], env=env, cwd=data,
                                   stdout=subprocess.DEVNULL)

@@ -13,6 +13,11 @@ Two of them bound what WebSockets cost the gateway (issue 38):
   transport to the cyclic collector, which the gateway runs rarely (``gateway.http.app.GC_THRESHOLDS``):
   about 10 MiB of RSS per 500 sockets (``bench/relay_sockets.py``). Dropping the parser after the upgrade
   frees them at once.
+- ``ws``: uvicorn's protocol over the websockets library (what ``auto`` picks), less the same kind of
+  cycle: the library's connection keeps its frame parser as a suspended generator whose frame holds the
+  connection, so each closed socket's connection (with its permessage-deflate compressor and
+  decompressor, tens of KiB) waited for a full collection as well. Closing the generator once the
+  connection is lost frees it at once.
 """
 
 from __future__ import annotations
@@ -42,6 +47,22 @@ def _http_protocol() -> type | str:
     return UpgradeFreeingHttpToolsProtocol
 
 
+def _ws_protocol() -> type | str:
+    try:
+        from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+    except ImportError:  # no websockets: uvicorn's wsproto protocol
+        return "auto"
+
+    class ParserClosingWebSocketsProtocol(WebSocketsSansIOProtocol):
+        def connection_lost(self, exc: Exception | None) -> None:
+            super().connection_lost(exc)
+            parser = getattr(self.conn, "parser", None)
+            if parser is not None and hasattr(parser, "close"):
+                parser.close()  # the generator's frame holds the connection: end it, and the cycle with it
+
+    return ParserClosingWebSocketsProtocol
+
+
 def serve_options(settings: Settings) -> dict[str, Any]:
     """uvicorn's options for this gateway, for ``uvicorn.run`` or ``uvicorn.Config``."""
-    return {"http": _http_protocol(), "ws_max_size": ws_max_size(settings)}
+    return {"http": _http_protocol(), "ws": _ws_protocol(), "ws_max_size": ws_max_size(settings)}

@@ -3,7 +3,9 @@ and the cap, with the gateway's RSS back to where it was"): after sockets closed
 limit and a refused upgrade, the relay's counts are empty, uvicorn holds no task or connection for them,
 and no protocol object of theirs is left for the cyclic collector, which the gateway runs rarely.
 
-The server runs with the options ``switchboard serve`` gives uvicorn (``gateway.http.server``)."""
+A frame past the server's WebSocket bound is closed (1009) by the server before the relay reads it, and
+the relay logs and counts it like its own refusals. The server runs with the options ``switchboard
+serve`` gives uvicorn (``gateway.http.server``)."""
 
 from __future__ import annotations
 
@@ -12,17 +14,19 @@ import gc
 import time
 from collections.abc import Iterator
 
+import httpx
 import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from gateway.http.app import create_app
 from gateway.http.server import serve_options
-from tests.channels.conftest import wait_until
-from tests.channels.relay_client import incoming_call, open_url, setup, signature
+from tests.channels.conftest import metric, wait_until
+from tests.channels.relay_client import incoming_call, open_url, setup, signature, socket
 from tests.fakes.live_server import LiveServer
 
 CALLERS = ["+15550000201", "+15550000202", "+15550000203"]
-PROTOCOLS = ("HttpToolsProtocol", "WebSocketsSansIOProtocol", "TCPTransport")
+PROTOCOLS = ("HttpToolsProtocol", "WebSocketsSansIOProtocol", "ServerProtocol", "TCPTransport")
+FRAME = 'switchboard_rejected_requests_total{channel="twilio_relay",reason="frame"}'
 
 
 @pytest.fixture
@@ -96,3 +100,17 @@ def test_sockets_closed_by_the_cap_the_idle_limit_or_refused_leave_nothing_behin
         left = _alive() - before
         raise AssertionError(f"left behind: {dict(left)}; relay counts {relay.open.total} {relay.open.by_caller}; "
                              f"server tasks {len(state.tasks)}, connections {len(state.connections)}") from None
+
+
+@pytest.mark.parametrize("channel_overrides", [{"twilio_voice_mode": "relay", "max_body_bytes": 100_000}])
+def test_a_frame_past_the_servers_bound_is_closed_there_and_counted_by_the_relay(served, fake_openai, caplog):
+    with httpx.Client(base_url=served.url, timeout=10) as client:
+        refused = metric(client, FRAME)
+        with socket(served, max_size=None) as ws:
+            setup(ws)
+            ws.send("x" * 100_001)
+            assert _close_code(ws) == 1009
+        wait_until(lambda: metric(client, FRAME) == refused + 1, what="the refusal counted")
+    assert fake_openai.chat_requests() == []
+    assert any("closed (1009)" in r.getMessage() and "100000" in r.getMessage() for r in caplog.records), \
+        [r.getMessage() for r in caplog.records]
