@@ -10,14 +10,16 @@ Two of them bound what WebSockets cost the gateway (issue 38):
   and the protocol the parser; a plain connection breaks that on ``connection_lost``, but a connection
   upgraded to a WebSocket hands its transport to the WebSocket protocol and never gets that call. Every
   socket (a relay call, a web-chat socket, refused or not) then left its upgrade protocol, parser and
-  transport to the cyclic collector, which the gateway runs rarely (``gateway.http.app.GC_THRESHOLDS``):
-  about 10 MiB of RSS per 500 sockets (``bench/relay_sockets.py``). Dropping the parser after the upgrade
-  frees them at once.
+  transport to the cyclic collector, which the gateway runs rarely (``gateway.http.app.GC_THRESHOLDS``).
+  Dropping the parser after the upgrade frees them at once.
 - ``ws``: uvicorn's protocol over the websockets library (what ``auto`` picks), less the same kind of
   cycle: the library's connection keeps its frame parser as a suspended generator whose frame holds the
   connection, so each closed socket's connection (with its permessage-deflate compressor and
   decompressor, tens of KiB) waited for a full collection as well. Closing the generator once the
   connection is lost frees it at once.
+
+Together: 500 relay sockets a round grew the gateway's RSS by 10-18 MiB a round, round after round;
+now by about 1 MiB a round after the first, then not at all (``bench/relay_sockets.py``, docs/benchmarks.md).
 """
 
 from __future__ import annotations
