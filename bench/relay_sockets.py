@@ -4,9 +4,10 @@ A gateway (``switchboard serve``, relay mode, no embeddings) gets 500 calls from
 first each call's signed incoming-call webhook, then all 500 sockets at once on the ticket URLs they
 answered, signed over the full URL. Every socket sends ``setup`` and then nothing. With
 ``SWITCHBOARD_TWILIO_RELAY_MAX_SOCKETS`` at 300, the sockets past it are closed at once (1013); the rest
-are closed by the idle limit (``..._IDLE_TIMEOUT_S`` 5 s here, 1000). Three rounds; each prints the close
-codes, how long the idle sockets stayed open and the gateway's RSS before, at the peak and after. Then
-one more call is answered, to show the gateway still takes calls.
+are closed by the idle limit (``..._IDLE_TIMEOUT_S`` 5 s here, 1000). Eight rounds; each prints the close
+codes, how long the idle sockets stayed open and the gateway's RSS before, at the peak and after; then
+the RSS after each round and what the rounds after the first (its warm-up) added. Then one more call is
+answered, to show the gateway still takes calls.
 
     .venv/bin/python bench/relay_sockets.py
 """
@@ -37,7 +38,7 @@ from bench.harness import free_port, wait_http  # noqa: E402
 
 TOKEN = "bench-auth-token"
 SID = "AC" + "0" * 32
-SOCKETS, NUMBERS, CAP, IDLE_S = 500, 250, 300, 5.0
+SOCKETS, NUMBERS, CAP, IDLE_S, ROUNDS = 500, 250, 300, 5.0, 8
 
 
 async def _relay_url(client: httpx.AsyncClient, public: str, call_sid: str, caller: str) -> str:
@@ -64,7 +65,8 @@ async def _idle_socket(public: str, url: str, call_sid: str, caller: str) -> tup
     """(close code, seconds the socket stayed open) of one call that says nothing after ``setup``."""
     signature = RequestValidator(TOKEN).compute_signature(url, {})
     local = public.replace("http://", "ws://") + url[url.index("/channels/twilio/relay"):]
-    async with websockets.connect(local, additional_headers={"X-Twilio-Signature": signature}) as ws:
+    # 500 handshakes at once on a shared machine: more than websockets' 10 s default may pass
+    async with websockets.connect(local, additional_headers={"X-Twilio-Signature": signature}, open_timeout=60) as ws:
         started = time.monotonic()
         try:
             await ws.send(json.dumps({"type": "setup", "callSid": call_sid, "from": caller}))
@@ -90,7 +92,8 @@ async def _answered_call(client: httpx.AsyncClient, public: str) -> str:
                 return spoken.strip()
 
 
-async def _round(client: httpx.AsyncClient, public: str, process: psutil.Process, round_: int) -> None:
+async def _round(client: httpx.AsyncClient, public: str, process: psutil.Process, round_: int) -> tuple[int, int]:
+    """(RSS before the round's sockets, 3 s after the last one closed)."""
     calls = [_call(round_, n) for n in range(SOCKETS)]
     urls = await asyncio.gather(*(_relay_url(client, public, sid, caller) for sid, caller in calls))
     rss0 = peak = process.memory_info().rss
@@ -109,12 +112,18 @@ async def _round(client: httpx.AsyncClient, public: str, process: psutil.Process
           f"{CAP}, idle limit {IDLE_S:g} s: closes by code {dict(sorted(codes.items()))}; idle ones open "
           f"{min(idle):.1f}-{max(idle):.1f} s; all closed after {total_s:.1f} s; gateway RSS before the sockets "
           f"{rss0 / 2**20:.0f} MiB, peak {peak / 2**20:.0f} MiB, 3 s after the last close {rss1 / 2**20:.0f} MiB")
+    return rss0, rss1
 
 
 async def _run(public: str, process: psutil.Process) -> None:
     async with httpx.AsyncClient(base_url=public, timeout=60, limits=httpx.Limits(max_connections=50)) as client:
-        for round_ in (1, 2, 3):  # the later rounds show whether what the first left behind grows
-            await _round(client, public, process, round_)
+        # the later rounds show whether what the first left behind grows
+        rss = [await _round(client, public, process, round_) for round_ in range(1, ROUNDS + 1)]
+        baseline, after = rss[0][0], [rss1 for _, rss1 in rss]
+        mib = [f"{rss / 2**20:.0f}" for rss in after]
+        print(f"gateway RSS: {baseline / 2**20:.0f} MiB before the first sockets; after each round {', '.join(mib)} "
+              f"MiB; rounds 2-{ROUNDS} added {(after[-1] - after[0]) / 2**20:+.1f} MiB in all "
+              f"({(after[-1] - after[0]) / (ROUNDS - 1) / 2**20:+.1f} MiB a round after the first's warm-up)")
         print(f"a call after them answered: {await _answered_call(client, public)!r}")
 
 
@@ -127,6 +136,7 @@ def main() -> None:
                "SWITCHBOARD_TWILIO_FROM_NUMBER": "+15550000000", "SWITCHBOARD_TWILIO_VOICE_MODE": "relay",
                "SWITCHBOARD_TWILIO_RELAY_MAX_SOCKETS": str(CAP), "SWITCHBOARD_TWILIO_RELAY_IDLE_TIMEOUT_S": str(IDLE_S),
                "SWITCHBOARD_TWILIO_RELAY_TICKET_TTL_S": "600",  # the bench asks for all 500 URLs before opening
+               "SWITCHBOARD_REDIS_SOCKET_TIMEOUT_S": "30",  # 500 upgrades at once on a shared 2-core machine
                "SWITCHBOARD_EMBEDDINGS": "none", "SWITCHBOARD_LOG_LEVEL": "ERROR", "SWITCHBOARD_ENV_FILE": ""}
         server = subprocess.Popen([sys.executable, "-m", "gateway", "serve", "--port", str(port)], env=env, cwd=data,
                                   stdout=subprocess.DEVNULL)

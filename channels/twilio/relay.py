@@ -248,7 +248,12 @@ class TwilioRelayAdapter:
                                   "setup" if waiting else "idle")
                 return None
             if message["type"] == "websocket.disconnect":
-                raise WebSocketDisconnect(message.get("code", 1000))
+                code = message.get("code", 1000)
+                if code == CLOSE_TOO_BIG:  # the server's bound (gateway.http.server.ws_max_size) closed it
+                    self.context.metrics.rejected.labels(CHANNEL, "frame").inc()
+                    log.warning("relay socket of call %s closed (1009): %.120s", call.ticket.call_sid,
+                                message.get("reason") or "a frame past the server's WebSocket limit")
+                raise WebSocketDisconnect(code)
             text = message.get("text")
             return text if text is not None else message.get("bytes") or b""
 

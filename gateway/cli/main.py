@@ -20,6 +20,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
     from gateway.http.app import create_app
+    from gateway.http.server import serve_options
 
     if args.demo:
         settings = settings.model_copy(update={"demo": True})
@@ -33,7 +34,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     print(f"Switchboard: web chat {base}/chat · console {base}/admin · API docs {base}/docs", flush=True)
     # proxy_headers off: the client address comes from SWITCHBOARD_TRUSTED_PROXIES alone (gateway.core.client_address)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False, proxy_headers=False,
-                timeout_graceful_shutdown=int(max(1, settings.shutdown_grace_s)))
+                timeout_graceful_shutdown=int(max(1, settings.shutdown_grace_s)), **serve_options(settings))
     return 0
 
 

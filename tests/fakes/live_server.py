@@ -17,11 +17,12 @@ def free_port() -> int:
 
 class LiveServer:
     def __init__(self, app, port: int | None = None, graceful_timeout_s: float | None = None,
-                 host: str = "127.0.0.1") -> None:
+                 host: str = "127.0.0.1", **options) -> None:
+        """``options``: more of uvicorn's (``gateway.http.server.serve_options``, as ``switchboard serve`` runs)."""
         self.port = port or free_port()
         self.url = f"http://{host}:{self.port}"
         config = uvicorn.Config(app, host=host, port=self.port, log_level="warning", lifespan="on",
-                                timeout_graceful_shutdown=graceful_timeout_s, proxy_headers=False)
+                                timeout_graceful_shutdown=graceful_timeout_s, proxy_headers=False, **options)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
