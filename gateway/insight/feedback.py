@@ -16,6 +16,7 @@ from gateway.core.metrics import Metrics
 from gateway.core.models import Role, utcnow
 from gateway.insight.counters import DailyCounters, Dims
 from gateway.insight.outcomes import CONVERSATION_TTL_S
+from gateway.insight.webhooks import Webhooks
 
 __all__ = ["RECENT_COMMENTS", "Feedback", "Rating", "Vote", "Voter"]
 
@@ -63,8 +64,10 @@ class Vote(BaseModel):
 
 
 class Feedback:
-    def __init__(self, store: RedisStore, counters: DailyCounters, metrics: Metrics, comment_max_chars: int) -> None:
+    def __init__(self, store: RedisStore, counters: DailyCounters, metrics: Metrics, comment_max_chars: int,
+                 webhooks: Webhooks | None = None) -> None:
         self.store = store
+        self.webhooks = webhooks
         self.counters = counters
         self.metrics = metrics
         self.comment_max_chars = comment_max_chars
@@ -104,6 +107,10 @@ class Feedback:
         if comment is not None:
             pipe.lpush(self.comments_key, vote.model_dump_json())
             pipe.ltrim(self.comments_key, 0, RECENT_COMMENTS - 1)
+        if self.webhooks is not None:
+            self.webhooks.emit_into(pipe, "message.feedback", conversation_id,
+                                    {"message_id": message_id, "rating": rating, "comment": comment,
+                                     "changed": old_raw is not None}, agent=dims.agent)
         await pipe.execute()
         self.metrics.insight_feedback.labels(dims.agent, dims.channel, rating).inc()
         return vote

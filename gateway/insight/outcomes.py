@@ -10,6 +10,7 @@ import hashlib
 import json
 import logging
 from datetime import date, datetime
+from functools import partial
 from typing import TYPE_CHECKING
 
 from gateway.conversation.store import RedisStore
@@ -19,6 +20,7 @@ from gateway.core.models import Conversation, EndReason, TurnTrace, utcnow
 from gateway.core.settings import Settings
 from gateway.insight.counters import DailyCounters, Dims
 from gateway.insight.prices import PriceTable
+from gateway.insight.webhooks import Webhooks
 from rag_core.tokenizer import tokenize
 
 if TYPE_CHECKING:
@@ -79,8 +81,9 @@ def gap_group(question: str) -> tuple[str, str]:
 
 class Outcomes:
     def __init__(self, settings: Settings, store: RedisStore, counters: DailyCounters, prices: PriceTable,
-                 metrics: Metrics) -> None:
+                 metrics: Metrics, webhooks: Webhooks | None = None) -> None:
         self.settings = settings
+        self.webhooks = webhooks
         self.store = store
         self.counters = counters
         self.prices = prices
@@ -131,11 +134,28 @@ class Outcomes:
             cost or 0, (prompt + completion) if cost is None else 0, CONVERSATION_TTL_S, self.counters.ttl_s,
             member, example, json.dumps(offered), f"{now.hour:02d}",
         )
+        if self.webhooks is not None:
+            self._events_into(pipe, turn, unanswered)
         labels = (dims.agent, dims.channel)
         if prompt or completion:
             self.metrics.insight_tokens.labels(*labels, "prompt").inc(prompt)
             self.metrics.insight_tokens.labels(*labels, "completion").inc(completion)
             self.metrics.insight_cost.labels(*labels).inc((cost or 0) / 1e9)
+
+    def _events_into(self, pipe, turn: Turn, unanswered: bool) -> None:
+        """The turn's webhook events, queued in its closing round trip (nothing when no webhook takes them)."""
+        assert self.webhooks is not None
+        trace = turn.trace
+        emit = partial(self.webhooks.emit_into, pipe, conversation_id=trace.conversation_id, agent=trace.agent)
+        where = {"turn_id": trace.turn_id, "channel": trace.channel, "connection": trace.connection}
+        if trace.handoff:
+            emit("conversation.handoff_requested", data={**where, "reason": trace.handoff})
+        if unanswered:
+            emit("conversation.unanswered", data={**where, "question": turn.inbound.text[:500],
+                                                  "reply": (trace.reply or "")[:500]})
+        for call in trace.tool_calls:
+            if call.error and not call.reused:
+                emit("tool.failed", data={**where, "tool": call.name, "error": call.error[:500]})
 
     def unanswered(self, trace: TurnTrace) -> bool:
         """The agent said it did not know, or retrieval found nothing above the threshold."""
@@ -180,8 +200,14 @@ class Outcomes:
         if "handed_off" in flags or int(flags.get("down", "0")) > 0:
             return
         dims = Dims.parse(flags["dims"])
-        await self.store.redis.hset(key, "resolved", 1)  # for the export
-        await self.counters.add(at_or_now(event.conversation.ended_at), dims, {"resolved": 1})
+        pipe = self.store.redis.pipeline(transaction=False)
+        pipe.hset(key, "resolved", 1)  # for the export
+        self.counters.add_into(pipe, at_or_now(event.conversation.ended_at), dims, {"resolved": 1})
+        if self.webhooks is not None:
+            self.webhooks.emit_into(pipe, "conversation.resolved", event.conversation.id,
+                                    {"channel": event.conversation.channel, "reason": event.reason.value,
+                                     "connection": dims.connection or None}, agent=dims.agent)
+        await pipe.execute()
 
 
 def at_or_now(at: datetime | None) -> datetime:

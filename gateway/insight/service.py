@@ -9,6 +9,7 @@ from starlette.requests import Request
 
 from gateway.conversation.store import RedisStore
 from gateway.core.metrics import Metrics
+from gateway.core.outbound import OutboundPolicy
 from gateway.core.settings import Settings
 from gateway.insight.counters import DailyCounters
 from gateway.insight.export import Exporter
@@ -16,6 +17,7 @@ from gateway.insight.feedback import Feedback, Voter
 from gateway.insight.outcomes import Outcomes
 from gateway.insight.prices import PriceTable
 from gateway.insight.report import Insights
+from gateway.insight.webhooks import Sealer, Webhooks
 
 __all__ = ["Insight", "VisitorCheck"]
 
@@ -32,12 +34,15 @@ class Insight:
     feedback: Feedback
     insights: Insights
     exporter: Exporter
+    webhooks: Webhooks
 
     @classmethod
-    def build(cls, settings: Settings, store: RedisStore, metrics: Metrics) -> Insight:
+    def build(cls, settings: Settings, store: RedisStore, metrics: Metrics, box: Sealer | None = None,
+              policy: OutboundPolicy | None = None) -> Insight:
         counters = DailyCounters(store, settings.insight_retention_days)
         prices = PriceTable(settings.model_prices)
-        feedback = Feedback(store, counters, metrics, settings.feedback_comment_max_chars)
-        outcomes = Outcomes(settings, store, counters, prices, metrics)
+        webhooks = Webhooks(store, box, policy or OutboundPolicy.parse(settings.outbound_allow_hosts))
+        feedback = Feedback(store, counters, metrics, settings.feedback_comment_max_chars, webhooks)
+        outcomes = Outcomes(settings, store, counters, prices, metrics, webhooks)
         return cls(counters, prices, outcomes, feedback, Insights(store, counters, feedback),
-                   Exporter(store, outcomes, feedback, prices))
+                   Exporter(store, outcomes, feedback, prices), webhooks)
