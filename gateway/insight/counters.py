@@ -1,8 +1,8 @@
 """The insight counters: one Redis hash per UTC day, one field per measure and (agent, channel,
 connection), plus the day's turns by hour.
 
-A report over a range reads one hash per day in it (a month is 30 hashes in one round trip), whatever
-the number of conversations behind them."""
+A report over a range sums one hash per day in it, in Redis (a month is 30 hashes in one round trip),
+whatever the number of conversations behind them."""
 
 from __future__ import annotations
 
@@ -79,6 +79,7 @@ class DailyCounters:
     def __init__(self, store: RedisStore, retention_days: int) -> None:
         self.store = store
         self.ttl_s = retention_days * 86_400
+        self._sum = store.redis.register_script(_SUM)
 
     def key(self, day: date) -> str:
         return self.store.key("insight", "d", day.strftime("%Y%m%d"))
@@ -108,27 +109,53 @@ class DailyCounters:
         combos = [raw.decode() for raw in await self.store.redis.smembers(self.dims_key)]
         return sorted(c for c in combos if Dims.parse(c).matches(*wanted))
 
-    async def read(self, first: date, last: date, wanted: tuple[str | None, str | None, str | None]) -> list[DayCounts]:
-        """Each day's sums over the (agent, channel, connection) ``wanted`` matches (None: any): two round trips,
-        one value per measure, matching (agent, channel, connection) and day."""
-        combos = await self.combos(wanted)
+    async def read(self, first: date, last: date, wanted: tuple[str | None, str | None, str | None],
+                   combos: list[str] | None = None) -> list[DayCounts]:
+        """Each day's sums over the (agent, channel, connection) ``wanted`` matches (None: any), summed in Redis
+        (one Lua call over the range's day hashes): one round trip and a few dozen numbers a day, whatever the
+        number of (agent, channel, connection) behind them. ``combos``: the matching ones, when known."""
+        if combos is None:
+            combos = await self.combos(wanted)
         days = list(days_between(first, last))
         if not combos:
             return [DayCounts(day, dict.fromkeys(MEASURES, 0), [0] * 24) for day in days]
         if wanted == (None, None, None):
             combos = [""]  # the day's totals
-        fields = [f"{m}{c}" for m in MEASURES for c in combos]
-        hours = [f"turns@{h:02d}{c}" for h in range(24) for c in combos]
-        pipe = self.store.redis.pipeline(transaction=False)
-        for day in days:
-            pipe.hmget(self.key(day), fields + hours)
-        answers = await pipe.execute()
-        per = len(combos)
+        names = [*MEASURES, *(f"turns@{h:02d}" for h in range(24))]
+        sums = await self._sum(keys=[self.key(day) for day in days], args=[len(combos), *names, *combos])
         out = []
-        for day, values in zip(days, answers, strict=True):
-            numbers = [int(v) if v is not None else 0 for v in values]
-            counts = {m: sum(numbers[i * per:(i + 1) * per]) for i, m in enumerate(MEASURES)}
-            base = len(fields)
-            by_hour = [sum(numbers[base + h * per: base + (h + 1) * per]) for h in range(24)]
-            out.append(DayCounts(day, counts, by_hour))
+        for day, numbers in zip(days, sums, strict=True):
+            counts = dict(zip(MEASURES, numbers, strict=False))
+            out.append(DayCounts(day, counts, list(numbers[len(MEASURES):])))
         return out
+
+
+# KEYS: the days' hashes. ARGV: how many suffixes, the measures, the suffixes. Per day, each measure summed over
+# the suffixes (fields read in slices, under Lua's limit on unpacked arguments).
+_SUM = """
+local n = tonumber(ARGV[1])
+local names, suffixes = {}, {}
+for i = 2, #ARGV - n do names[#names + 1] = ARGV[i] end
+for i = #ARGV - n + 1, #ARGV do suffixes[#suffixes + 1] = ARGV[i] end
+local fields = {}
+for _, name in ipairs(names) do
+  for _, suffix in ipairs(suffixes) do fields[#fields + 1] = name .. suffix end
+end
+local out = {}
+for _, key in ipairs(KEYS) do
+  local sums = {}
+  for i = 1, #names do sums[i] = 0 end
+  for start = 1, #fields, 4000 do
+    local stop = math.min(start + 3999, #fields)
+    local values = redis.call('HMGET', key, unpack(fields, start, stop))
+    for j, v in ipairs(values) do
+      if v then
+        local index = math.floor((start + j - 2) / n) + 1
+        sums[index] = sums[index] + tonumber(v)
+      end
+    end
+  end
+  out[#out + 1] = sums
+end
+return out
+"""

@@ -35,7 +35,7 @@ GAP_EXAMPLES = 5
 _RESOLVED_ON = {EndReason.TIMEOUT, EndReason.CALL_ENDED}
 
 # KEYS: the day's counters, the conversation's flags, the day's gap groups, the group's examples, its offered
-#       topics, the set of (agent, channel, connection) seen
+#       topics, the set of (agent, channel, connection) seen, the day's gap groups whatever the dims
 # ARGV: dims suffix, started, handoff, unanswered, prompt, completion, cost (nano), unpriced tokens,
 #       flags TTL, counters TTL, gap member, example, offered topics (JSON list), hour of the day (HH)
 _RECORD = """
@@ -61,6 +61,8 @@ redis.call('EXPIRE', h, tonumber(ARGV[10]))
 if ARGV[4] == '1' and ARGV[11] ~= '' then
   redis.call('ZINCRBY', KEYS[3], 1, ARGV[11])
   redis.call('EXPIRE', KEYS[3], tonumber(ARGV[10]))
+  redis.call('ZINCRBY', KEYS[7], 1, ARGV[11])  -- the day's total, for a report without filters
+  redis.call('EXPIRE', KEYS[7], tonumber(ARGV[10]))
   redis.call('LPUSH', KEYS[4], ARGV[12])
   redis.call('LTRIM', KEYS[4], 0, LAST_EXAMPLE)
   redis.call('EXPIRE', KEYS[4], tonumber(ARGV[10]))
@@ -94,7 +96,8 @@ class Outcomes:
         return self.store.key("insight", "conv", conversation_id)
 
     def gaps_key(self, day: date, suffix: str) -> str:
-        """A day's unanswered questions at one (agent, channel, connection): gap group id -> count."""
+        """A day's unanswered questions at one (agent, channel, connection) (``suffix`` "": at any): gap group
+        id -> count."""
         return self.store.key("insight", "gaps", day.strftime("%Y%m%d")) + suffix
 
     def gap_key(self, gap_id: str, part: str) -> str:
@@ -127,9 +130,9 @@ class Outcomes:
         now = utcnow()
         gap_id = member[:12]
         pipe.eval(
-            _RECORD, 6, self.counters.key(now.date()), self.conversation_key(trace.conversation_id),
+            _RECORD, 7, self.counters.key(now.date()), self.conversation_key(trace.conversation_id),
             self.gaps_key(now.date(), dims.suffix), self.gap_key(gap_id, "examples"), self.gap_key(gap_id, "offered"),
-            self.counters.dims_key,
+            self.counters.dims_key, self.gaps_key(now.date(), ""),
             dims.suffix, int(turn.started), int(bool(trace.handoff)), int(unanswered), prompt, completion,
             cost or 0, (prompt + completion) if cost is None else 0, CONVERSATION_TTL_S, self.counters.ttl_s,
             member, example, json.dumps(offered), f"{now.hour:02d}",
