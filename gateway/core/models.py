@@ -230,6 +230,7 @@ class TurnTrace(BaseModel):
     user_message_id: str
     connection: str | None = None  # conn (issue 28): the channel connection, None for the environment's
     agent: str | None = None  # conn (issue 28): the agent that answered, None for the channels' agent
+    api_key: str | None = None  # insight (issue 41): the id of the API key that called the agent API
     agent_message_id: str | None = None
     model: str | None = None
     responder: str = "llm"  # "llm" | "offline" | "fallback"
