@@ -49,7 +49,8 @@ def test_every_conversation_once_across_pages(settings):
         expected = await _store_conversations(store, 2 * BATCH + 37)
         insight = Insight.build(settings, store, Metrics())
         today = datetime.now(UTC).date()
-        lines = [json.loads(chunk) async for chunk in insight.exporter.stream(today - timedelta(days=1), today, "jsonl")]
+        chunks = insight.exporter.stream(today - timedelta(days=1), today, "jsonl")
+        lines = [json.loads(chunk) async for chunk in chunks]
         await redis.aclose()
         return lines, expected
 
