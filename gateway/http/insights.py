@@ -27,7 +27,12 @@ async def insights(start: str = Query("", alias="from"), end: str = Query("", al
                    agent: str | None = None, channel: str | None = None, connection: str | None = None,
                    services: Services = Depends(require_admin)) -> dict:
     assert services.insight is not None
-    return await services.insight.insights.report(InsightQuery.parse(start, end, agent, channel, connection))
+    report = await services.insight.insights.report(InsightQuery.parse(start, end, agent, channel, connection))
+    if report["by_api_key"] and services.api_keys is not None:
+        names = {key.id: key.name for key in await services.api_keys.list()}
+        for row in report["by_api_key"]:
+            row["name"] = names.get(row["api_key"])  # None: revoked since
+    return report
 
 
 @router.post("/gaps/{gap_id}/dismiss")

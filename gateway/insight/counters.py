@@ -18,6 +18,8 @@ __all__ = ["MEASURES", "DailyCounters", "Dims", "day_of", "days_between"]
 # moves its count), tokens and cost per model call; cost in billionths of the currency unit.
 MEASURES = ("conversations", "turns", "resolved", "handed_off", "unanswered", "abandoned", "up", "down",
             "comments", "prompt", "completion", "cost_nano", "unpriced")
+BREAKDOWN = ("conversations", "turns", "prompt", "completion", "cost_nano")  # per agent, channel, connection
+KEY_MEASURES = ("turns", "prompt", "completion", "cost_nano")  # what is counted per agent API key
 SEP = "|"
 
 
@@ -80,6 +82,7 @@ class DailyCounters:
         self.store = store
         self.ttl_s = retention_days * 86_400
         self._sum = store.redis.register_script(_SUM)
+        self._sum_days = store.redis.register_script(_SUM_DAYS)
 
     def key(self, day: date) -> str:
         return self.store.key("insight", "d", day.strftime("%Y%m%d"))
@@ -98,6 +101,44 @@ class DailyCounters:
                 pipe.hincrby(key, measure, n)  # the day's total, for a report without filters
         pipe.expire(key, self.ttl_s)
         pipe.sadd(self.dims_key, dims.suffix)
+
+    @property
+    def api_keys_key(self) -> str:
+        return self.store.key("insight", "api_keys")
+
+    def add_key_into(self, pipe, at: datetime, key_id: str, counts: dict[str, int]) -> None:
+        """An agent API call's counts under its API key (``KEY_MEASURES``), in the day's hash."""
+        day = self.key(at.astimezone(UTC).date())
+        for measure, n in counts.items():
+            if n:
+                pipe.hincrby(day, f"key:{measure}{SEP}{_clean(key_id)}", n)
+        pipe.sadd(self.api_keys_key, _clean(key_id))
+
+    async def read_keys(self, first: date, last: date) -> dict[str, dict[str, int]]:
+        """Each API key's sums over the range (turns, tokens, cost), whatever the other filters."""
+        key_ids = sorted(raw.decode() for raw in await self.store.redis.smembers(self.api_keys_key))
+        if not key_ids:
+            return {}
+        fields = [f"key:{m}{SEP}{k}" for k in key_ids for m in KEY_MEASURES]
+        pipe = self.store.redis.pipeline(transaction=False)
+        for day in days_between(first, last):
+            pipe.hmget(self.key(day), fields)
+        sums = [0] * len(fields)
+        for values in await pipe.execute():
+            sums = [s + int(v or 0) for s, v in zip(sums, values, strict=True)]
+        per = len(KEY_MEASURES)
+        return {k: dict(zip(KEY_MEASURES, sums[i * per:(i + 1) * per], strict=True)) for i, k in enumerate(key_ids)}
+
+    async def read_by_dims(self, first: date, last: date, combos: list[str]) -> dict[str, dict[str, int]]:
+        """Each (agent, channel, connection) of ``combos``' sums over the range (``BREAKDOWN`` measures), summed
+        in Redis: one round trip."""
+        combos = [c for c in combos if c]
+        if not combos:
+            return {}
+        fields = [f"{m}{c}" for c in combos for m in BREAKDOWN]
+        sums = await self._sum_days(keys=[self.key(day) for day in days_between(first, last)], args=fields)
+        per = len(BREAKDOWN)
+        return {c: dict(zip(BREAKDOWN, sums[i * per:(i + 1) * per], strict=True)) for i, c in enumerate(combos)}
 
     async def add(self, at: datetime, dims: Dims, counts: dict[str, int]) -> None:
         pipe = self.store.redis.pipeline(transaction=False)
@@ -158,4 +199,20 @@ for _, key in ipairs(KEYS) do
   out[#out + 1] = sums
 end
 return out
+"""
+
+# KEYS: the days' hashes. ARGV: fields. Each field summed over the days.
+_SUM_DAYS = """
+local sums = {}
+for i = 1, #ARGV do sums[i] = 0 end
+for _, key in ipairs(KEYS) do
+  for start = 1, #ARGV, 4000 do
+    local stop = math.min(start + 3999, #ARGV)
+    local values = redis.call('HMGET', key, unpack(ARGV, start, stop))
+    for j, v in ipairs(values) do
+      if v then sums[start + j - 1] = sums[start + j - 1] + tonumber(v) end
+    end
+  end
+end
+return sums
 """

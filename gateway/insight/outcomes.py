@@ -137,6 +137,9 @@ class Outcomes:
             cost or 0, (prompt + completion) if cost is None else 0, CONVERSATION_TTL_S, self.counters.ttl_s,
             member, example, json.dumps(offered), f"{now.hour:02d}",
         )
+        if trace.api_key:
+            self.counters.add_key_into(pipe, now, trace.api_key, {"turns": 1, "prompt": prompt,
+                                                                  "completion": completion, "cost_nano": cost or 0})
         if self.webhooks is not None:
             self._events_into(pipe, turn, unanswered)
         labels = (dims.agent, dims.channel)

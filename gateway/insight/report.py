@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
 from gateway.conversation.store import RedisStore
 from gateway.core.errors import InvalidInput
-from gateway.insight.counters import MEASURES, DailyCounters, days_between
+from gateway.insight.counters import MEASURES, DailyCounters, Dims, days_between
 from gateway.insight.feedback import Feedback
 from gateway.insight.prices import NANO
 
@@ -76,9 +77,11 @@ class Insights:
         end = datetime.combine(query.last, time.max, tzinfo=UTC)
         combos = await self.counters.combos(query.dims)
         # The counters, the comments and the gaps at once: the report waits for the slowest, not their sum.
-        days, comments, gaps = await asyncio.gather(
+        days, comments, gaps, keys, by_dims = await asyncio.gather(
             self.counters.read(query.first, query.last, query.dims, combos),
-            self.feedback.recent_comments(start, end, query.dims), self._gaps(query, combos))
+            self.feedback.recent_comments(start, end, query.dims), self._gaps(query, combos),
+            self.counters.read_keys(query.first, query.last),
+            self.counters.read_by_dims(query.first, query.last, combos))
         for day in days:
             for measure, n in day.counts.items():
                 totals[measure] += n
@@ -91,6 +94,11 @@ class Insights:
             "by_day": [{"day": day.day.isoformat(), **_figures(day.counts)} for day in days],
             "recent_comments": comments,
             "gaps": gaps,
+            **_breakdown(by_dims),
+            # the agent API's calls by API key over the range (the agent/channel/connection filters do not apply)
+            "by_api_key": [{"api_key": key_id, "turns": n["turns"],
+                            "tokens": {"prompt": n["prompt"], "completion": n["completion"]},
+                            "cost": round(n["cost_nano"] / NANO, 9)} for key_id, n in keys.items() if n["turns"]],
         }
 
     async def _gaps(self, query: InsightQuery, combos: list[str]) -> list[dict]:
@@ -136,3 +144,17 @@ def _figures(counts: dict[str, int]) -> dict:
         "tokens": {"prompt": counts["prompt"], "completion": counts["completion"], "unpriced": counts["unpriced"]},
         "cost": round(counts["cost_nano"] / NANO, 9),
     }
+
+
+def _breakdown(by_dims: dict[str, dict[str, int]]) -> dict:
+    """The range's totals per agent, per channel and per connection (within the filters)."""
+    out: dict[str, dict[str, Counter]] = {"by_agent": {}, "by_channel": {}, "by_connection": {}}
+    for suffix, counts in by_dims.items():
+        dims = Dims.parse(suffix)
+        for name, value in (("by_agent", dims.agent), ("by_channel", dims.channel), ("by_connection", dims.connection)):
+            out[name].setdefault(value, Counter()).update(counts)
+    return {name: [{"name": value, "conversations": n["conversations"], "turns": n["turns"],
+                    "tokens": {"prompt": n["prompt"], "completion": n["completion"]},
+                    "cost": round(n["cost_nano"] / NANO, 9)}
+                   for value, n in sorted(groups.items(), key=lambda item: -item[1]["cost_nano"])]
+            for name, groups in out.items()}

@@ -96,6 +96,15 @@ def test_cost_is_tokens_times_price_across_two_agents_and_channels(api, fake_ope
     assert by_agent["tokens"] == {"prompt": spent["model-b"][0], "completion": spent["model-b"][1], "unpriced": 0}
     [today] = [d for d in report["by_day"] if d["turns"]]
     assert today["cost"] == report["cost"]
+    # The breakdowns: per API key (the agent API's calls), per agent and per channel.
+    [by_key] = report["by_api_key"]
+    assert (by_key["name"], by_key["turns"]) == ("caller", 15)
+    assert by_key["tokens"] == {"prompt": spent["model-b"][0], "completion": spent["model-b"][1]}
+    assert by_key["cost"] == pytest.approx(cost("model-b"), abs=1e-9)
+    assert {row["name"]: (row["turns"], row["cost"]) for row in report["by_channel"]} == {
+        "webchat": (20, pytest.approx(cost("model-a"), abs=1e-9)), "api": (15, pytest.approx(cost("model-b"), abs=1e-9))}
+    assert {row["name"]: row["conversations"] for row in report["by_agent"]} == {
+        "": 2, f"{agent['id']}@{agent['version_id']}": 15}
     metrics = api.get("/metrics").text
     assert 'switchboard_model_tokens_total{agent="",channel="webchat",kind="prompt"} 220.0' in metrics
 
