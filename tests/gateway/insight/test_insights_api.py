@@ -102,7 +102,8 @@ def test_cost_is_tokens_times_price_across_two_agents_and_channels(api, fake_ope
     assert by_key["tokens"] == {"prompt": spent["model-b"][0], "completion": spent["model-b"][1]}
     assert by_key["cost"] == pytest.approx(cost("model-b"), abs=1e-9)
     assert {row["name"]: (row["turns"], row["cost"]) for row in report["by_channel"]} == {
-        "webchat": (20, pytest.approx(cost("model-a"), abs=1e-9)), "api": (15, pytest.approx(cost("model-b"), abs=1e-9))}
+        "webchat": (20, pytest.approx(cost("model-a"), abs=1e-9)),
+        "api": (15, pytest.approx(cost("model-b"), abs=1e-9))}
     assert {row["name"]: row["conversations"] for row in report["by_agent"]} == {
         "": 2, f"{agent['id']}@{agent['version_id']}": 15}
     metrics = api.get("/metrics").text
