@@ -315,7 +315,8 @@ class Services:
         services.desk = OperatorDesk(settings, store, handoffs, services.inbox, services.inbox_handlers,
                                      services.direct_sinks, pipeline.capabilities)
         services.insight = insight
-        webhook_delivery = WebhookDelivery(settings, insight.webhooks, tool_policy, redis_url)
+        webhook_delivery = WebhookDelivery(settings, insight.webhooks, tool_policy, redis_url,
+                                           {insight.price_edits.changes_channel: insight.price_edits.reload})
         services.on_start.append(webhook_delivery.start)
         services.on_stop.append(webhook_delivery.stop)
         services.desk.on_take_over.append(insight.outcomes.handed_off)

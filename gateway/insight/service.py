@@ -15,6 +15,7 @@ from gateway.insight.counters import DailyCounters
 from gateway.insight.export import Exporter
 from gateway.insight.feedback import Feedback, Voter
 from gateway.insight.outcomes import Outcomes
+from gateway.insight.price_edits import PriceEdits
 from gateway.insight.prices import PriceTable
 from gateway.insight.report import Insights
 from gateway.insight.webhooks import Sealer, Webhooks
@@ -35,6 +36,7 @@ class Insight:
     insights: Insights
     exporter: Exporter
     webhooks: Webhooks
+    price_edits: PriceEdits
 
     @classmethod
     def build(cls, settings: Settings, store: RedisStore, metrics: Metrics, box: Sealer | None = None,
@@ -45,4 +47,4 @@ class Insight:
         feedback = Feedback(store, counters, metrics, settings.feedback_comment_max_chars, webhooks)
         outcomes = Outcomes(settings, store, counters, prices, metrics, webhooks)
         return cls(counters, prices, outcomes, feedback, Insights(store, counters, feedback),
-                   Exporter(store, outcomes, feedback, prices), webhooks)
+                   Exporter(store, outcomes, feedback, prices), webhooks, PriceEdits(store, prices))

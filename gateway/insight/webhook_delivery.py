@@ -15,6 +15,7 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 
 import httpx
 from redis.asyncio import Redis
@@ -43,9 +44,12 @@ return 0
 
 
 class WebhookDelivery:
-    def __init__(self, settings: Settings, webhooks: Webhooks, policy: OutboundPolicy, listen_url: str) -> None:
+    def __init__(self, settings: Settings, webhooks: Webhooks, policy: OutboundPolicy, listen_url: str,
+                 also_follow: dict[str, Callable[[], Awaitable[None]]] | None = None) -> None:
         self.settings = settings
-        self.listen_url = listen_url  # a connection of its own for the change channel
+        self.listen_url = listen_url  # a connection of its own for the change channels
+        # channel -> reload: other insight settings kept in memory and announced the same way (the price edits)
+        self.reloads = {webhooks.changes_channel: webhooks.reload, **(also_follow or {})}
         self.webhooks = webhooks
         self.redis = webhooks.store.redis
         self.policy = policy
@@ -59,8 +63,9 @@ class WebhookDelivery:
         self._client = httpx.AsyncClient(transport=GuardedTransport(self.policy, ANSWER_MAX_BYTES),
                                          timeout=self.settings.webhook_timeout_s, follow_redirects=False)
         self.webhooks.on_reload.append(self._align)
-        await self.webhooks.reload()
-        self._supervisor = asyncio.create_task(self._follow_changes(), name="webhook-changes")
+        for reload in self.reloads.values():
+            await reload()
+        self._supervisor = asyncio.create_task(self._follow_changes(), name="insight-changes")
 
     async def stop(self) -> None:
         tasks = [t for _, t in self._tasks.values()] + ([self._supervisor] if self._supervisor else [])
@@ -72,18 +77,19 @@ class WebhookDelivery:
             await self._client.aclose()
 
     async def _follow_changes(self) -> None:
-        """Reload the endpoints when any replica changes them (a Redis channel), and after each
-        (re)subscription. An idle subscription sends nothing, so a gateway without webhooks pays nothing."""
+        """Reload the endpoints (and the price edits) when any replica changes them (a Redis channel), and after
+        each (re)subscription. An idle subscription sends nothing, so a gateway without webhooks pays nothing."""
         while True:
             listener = Redis.from_url(self.listen_url, socket_connect_timeout=5)
             pubsub = listener.pubsub(ignore_subscribe_messages=True)
             try:
-                await pubsub.subscribe(self.webhooks.changes_channel)
-                await self.webhooks.reload()  # whatever changed while not subscribed
+                await pubsub.subscribe(*self.reloads)
+                for reload in self.reloads.values():  # whatever changed while not subscribed
+                    await reload()
                 while True:
                     message = await pubsub.get_message(timeout=1.0)
                     if message is not None:
-                        await self.webhooks.reload()
+                        await self.reloads[message["channel"].decode()]()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

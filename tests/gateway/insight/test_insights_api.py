@@ -283,3 +283,21 @@ def test_the_export_streams_conversations_with_messages_ratings_tokens_and_cost(
         (mine["id"], "user", "When do you open?", ""), (mine["id"], "agent", "We open at nine on weekdays.", "down")]
     old = api.get("/api/conversations/export", params={"from": "2020-01-01", "to": "2020-01-31"}, headers=ADMIN)
     assert old.status_code == 200 and old.text == ""
+
+
+def test_an_edited_price_prices_the_next_turns_and_removing_it_restores_the_table(api, fake_openai):
+    table = {row["model"]: row for row in api.get("/api/insights/prices", headers=ADMIN).json()["prices"]}
+    assert table["model-a"] == {"model": "model-a", "input": 2.5, "output": 10.0, "source": "environment"}
+    assert table["gpt-4o-mini"]["source"] == "built-in"
+    assert api.put("/api/insights/prices/model-a", json={"input": -1, "output": 1}).status_code == 401
+    assert api.put("/api/insights/prices/model-a", headers=ADMIN, json={"input": -1, "output": 1}).status_code == 422
+    edited = api.put("/api/insights/prices/model-a", headers=ADMIN, json={"input": 100.0, "output": 1000.0}).json()
+    assert edited == {"model": "model-a", "input": 100.0, "output": 1000.0, "source": "edited"}
+    fake_openai.script_reply("Priced anew.")
+    Visitor(api).say("how much?")
+    prompt, completion = fake_usage("Priced anew.")
+    assert insights(api)["cost"] == pytest.approx((prompt * 100 + completion * 1000) / 1e6, abs=1e-9)
+    assert api.delete("/api/insights/prices/model-a", headers=ADMIN).json()["removed"] is True
+    assert api.delete("/api/insights/prices/model-a", headers=ADMIN).status_code == 404
+    table = {row["model"]: row for row in api.get("/api/insights/prices", headers=ADMIN).json()["prices"]}
+    assert table["model-a"]["source"] == "environment" and table["model-a"]["input"] == 2.5
