@@ -13,10 +13,10 @@ from typing import Literal
 from pydantic import BaseModel
 
 from gateway.conversation.store import RedisStore
-from gateway.core.models import Conversation, Message, TokenUsage
+from gateway.core.models import Conversation, Message
 from gateway.insight.counters import Dims
 from gateway.insight.feedback import Feedback, Vote
-from gateway.insight.outcomes import Outcomes
+from gateway.insight.outcomes import Outcomes, TraceCost, turn_cost
 from gateway.insight.prices import NANO, PriceTable
 
 __all__ = ["BATCH", "CSV_COLUMNS", "ConversationExport", "Exporter"]
@@ -112,30 +112,21 @@ class Exporter:
                 out.append(None)
                 continue
             messages = [Message.model_validate_json(raw) for raw in bodies[2 * i] if raw]
-            traces = [_Cost.model_validate_json(raw) for raw in bodies[2 * i + 1] if raw]
+            traces = [TraceCost.model_validate_json(raw) for raw in bodies[2 * i + 1] if raw]
             votes = sorted((Vote.model_validate_json(v) for v in raw_votes), key=lambda v: v.at)
             out.append(_export(Conversation.model_validate_json(raw_conversation), messages, traces, votes,
                                {k.decode(): v.decode() for k, v in raw_flags.items()}, self.prices))
         return out
 
 
-class _Cost(BaseModel):
-    """What the export needs of a turn's trace (the rest, its prompt above all, is not built)."""
-
-    model: str | None = None
-    usage: TokenUsage | None = None
-
-
-def _export(conversation: Conversation, messages: list[Message], traces: list[_Cost], votes: list[Vote],
+def _export(conversation: Conversation, messages: list[Message], traces: list[TraceCost], votes: list[Vote],
             flags: dict[str, str], prices: PriceTable) -> ConversationExport:
     dims = (Dims.parse(flags["dims"]) if "dims" in flags
             else Dims.of(None, conversation.channel, conversation.connection))
     prompt = completion = cost = 0
     for trace in traces:
-        if trace.usage is not None:
-            prompt += trace.usage.prompt_tokens
-            completion += trace.usage.completion_tokens
-            cost += prices.cost_nano(trace.model, trace.usage.prompt_tokens, trace.usage.completion_tokens) or 0
+        p, c, priced, _ = turn_cost(trace, prices)
+        prompt, completion, cost = prompt + p, completion + c, cost + priced
     by_message = {vote.message_id: vote for vote in votes}  # the newest vote on each (votes come oldest first)
     outcome = [name for name in ("handed_off", "unanswered", "resolved") if name in flags]
     if int(flags.get("down", "0")) > 0:

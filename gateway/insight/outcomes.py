@@ -13,10 +13,12 @@ from datetime import date, datetime
 from functools import partial
 from typing import TYPE_CHECKING
 
+from pydantic import BaseModel, Field
+
 from gateway.conversation.store import RedisStore
 from gateway.core.events import ConversationEnded
 from gateway.core.metrics import Metrics
-from gateway.core.models import Conversation, EndReason, TurnTrace, utcnow
+from gateway.core.models import Conversation, EndReason, ModelCallTrace, TokenUsage, TurnTrace, utcnow
 from gateway.core.settings import Settings
 from gateway.insight.counters import DailyCounters, Dims
 from gateway.insight.prices import PriceTable
@@ -26,7 +28,7 @@ from rag_core.tokenizer import tokenize
 if TYPE_CHECKING:
     from gateway.turn.pipeline import Turn
 
-__all__ = ["CONVERSATION_TTL_S", "Outcomes", "gap_group"]
+__all__ = ["CONVERSATION_TTL_S", "Outcomes", "TraceCost", "gap_group", "turn_cost"]
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +75,29 @@ return 1
 """.replace("LAST_EXAMPLE", str(GAP_EXAMPLES - 1))
 
 
+def turn_cost(trace: TurnTrace | TraceCost, prices: PriceTable) -> tuple[int, int, int, int]:
+    """A turn's prompt and completion tokens, cost (billionths) and unpriced tokens: its reply's call and its
+    other model calls (selection, rewrite, checks), each priced by its own model."""
+    calls = [(c.model, c.prompt_tokens, c.completion_tokens) for c in trace.model_calls]
+    if trace.usage is not None:
+        calls.append((trace.model, trace.usage.prompt_tokens, trace.usage.completion_tokens))
+    prompt = completion = cost = unpriced = 0
+    for model, p, c in calls:
+        prompt, completion = prompt + p, completion + c
+        if p or c:
+            priced = prices.cost_nano(model, p, c)
+            cost, unpriced = (cost + priced, unpriced) if priced is not None else (cost, unpriced + p + c)
+    return prompt, completion, cost, unpriced
+
+
+class TraceCost(BaseModel):
+    """What pricing needs of a stored turn trace (the export reads only this much of it)."""
+
+    model: str | None = None
+    usage: TokenUsage | None = None
+    model_calls: list[ModelCallTrace] = Field(default_factory=list)
+
+
 def gap_group(question: str) -> tuple[str, str]:
     """The group an unanswered question falls in (its content words, stemmed, in order of first use)
     and the group's id. Differently worded questions with the same words share one group."""
@@ -115,10 +140,7 @@ class Outcomes:
     def _turn_into(self, pipe, turn: Turn) -> None:
         trace = turn.trace
         dims = Dims.of(trace.agent, trace.channel, trace.connection)
-        usage = trace.usage
-        prompt = usage.prompt_tokens if usage else 0
-        completion = usage.completion_tokens if usage else 0
-        cost = self.prices.cost_nano(trace.model, prompt, completion) if prompt or completion else 0
+        prompt, completion, cost, unpriced = turn_cost(trace, self.prices)
         unanswered = self.unanswered(trace)
         member = example = ""
         offered: list[str] = []
@@ -134,19 +156,19 @@ class Outcomes:
             self.gaps_key(now.date(), dims.suffix), self.gap_key(gap_id, "examples"), self.gap_key(gap_id, "offered"),
             self.counters.dims_key, self.gaps_key(now.date(), ""),
             dims.suffix, int(turn.started), int(bool(trace.handoff)), int(unanswered), prompt, completion,
-            cost or 0, (prompt + completion) if cost is None else 0, CONVERSATION_TTL_S, self.counters.ttl_s,
+            cost, unpriced, CONVERSATION_TTL_S, self.counters.ttl_s,
             member, example, json.dumps(offered), f"{now.hour:02d}",
         )
         if trace.api_key:
             self.counters.add_key_into(pipe, now, trace.api_key, {"turns": 1, "prompt": prompt,
-                                                                  "completion": completion, "cost_nano": cost or 0})
+                                                                  "completion": completion, "cost_nano": cost})
         if self.webhooks is not None:
             self._events_into(pipe, turn, unanswered)
         labels = (dims.agent, dims.channel)
         if prompt or completion:
             self.metrics.insight_tokens.labels(*labels, "prompt").inc(prompt)
             self.metrics.insight_tokens.labels(*labels, "completion").inc(completion)
-            self.metrics.insight_cost.labels(*labels).inc((cost or 0) / 1e9)
+            self.metrics.insight_cost.labels(*labels).inc(cost / 1e9)
 
     def _events_into(self, pipe, turn: Turn, unanswered: bool) -> None:
         """The turn's webhook events, queued in its closing round trip (nothing when no webhook takes them)."""

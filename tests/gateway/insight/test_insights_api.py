@@ -3,6 +3,7 @@ with another agent and model, and ``GET /api/insights`` sums what the fake model
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 
@@ -301,3 +302,28 @@ def test_an_edited_price_prices_the_next_turns_and_removing_it_restores_the_tabl
     assert api.delete("/api/insights/prices/model-a", headers=ADMIN).status_code == 404
     table = {row["model"]: row for row in api.get("/api/insights/prices", headers=ADMIN).json()["prices"]}
     assert table["model-a"]["source"] == "environment" and table["model-a"]["input"] == 2.5
+
+
+def test_a_checks_model_call_is_counted_and_priced_with_the_reply(api, fake_openai):
+    """The agent API's hallucination check is a second model call of the turn (structured generation, the
+    search model): its tokens, as the fake model server reports them, are priced and counted too."""
+    agent = api.post("/v1/agents", headers=ADMIN, json={"name": "checked", "config": {
+        "llmModelId": "model-b", "enableHallucinationCheck": True}}).json()
+    key = api.post("/api/keys", headers=ADMIN, json={"name": "checker", "agents": [agent["id"]]}).json()["key"]
+    fake_openai.script_reply("We open 9:00-17:00.")
+    verdict = '{"supported": true, "unsupported_claims": []}'
+    fake_openai.script_json(verdict)
+    answer = api.post(f"/v1/agents/{agent['id']}/versions/latest/invoke", headers={"Authorization": f"Bearer {key}"},
+                      json={"messages": [{"role": "user", "content": "opening hours?"}]})
+    assert answer.status_code == 200, answer.text
+    assert [r["body"]["model"] for r in fake_openai.chat_requests()] == ["model-b", "model-a"]  # reply, judge
+    reply, judge = fake_usage("We open 9:00-17:00."), fake_usage(verdict)
+    report = insights(api)
+    assert report["tokens"]["prompt"] == reply[0] + judge[0]
+    assert report["tokens"]["completion"] == reply[1] + judge[1]
+    expected = (reply[0] * 0.15 + reply[1] * 0.6 + judge[0] * 2.5 + judge[1] * 10.0) / 1e6
+    assert report["cost"] == pytest.approx(expected, abs=1e-9)
+    export = api.get("/api/conversations/export", headers=ADMIN, params={"format": "jsonl"}).text
+    [line] = [json.loads(row) for row in export.splitlines()]
+    assert (line["prompt_tokens"], line["completion_tokens"]) == (reply[0] + judge[0], reply[1] + judge[1])
+    assert line["cost"] == pytest.approx(expected, abs=1e-9)
