@@ -87,7 +87,8 @@ async def insights(request: Request, range: str = "7", agent: str = "", channel:
                 per_hour=Bars.of([(f"{h:02d}:00", n) for h, n in enumerate(report["busiest_hours"])]))
 
 
-@router.get("/insights/export")
+@router.get("/insights/export", response_class=StreamingResponse,
+            responses={200: {"content": {m: {"schema": {"type": "string"}} for m in EXPORT_MEDIA.values()}}})
 async def export(start: str = Query("", alias="from"), end: str = Query("", alias="to"),
                  format: Literal["jsonl", "csv"] = "csv", signed: Signed = Depends(admin_only)) -> Response:
     """The export button: ``GET /api/conversations/export`` for a signed-in admin."""
