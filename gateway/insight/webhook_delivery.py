@@ -63,8 +63,11 @@ class WebhookDelivery:
         self._client = httpx.AsyncClient(transport=GuardedTransport(self.policy, ANSWER_MAX_BYTES),
                                          timeout=self.settings.webhook_timeout_s, follow_redirects=False)
         self.webhooks.on_reload.append(self._align)
-        for reload in self.reloads.values():
-            await reload()
+        try:
+            for reload in self.reloads.values():
+                await reload()
+        except Exception as exc:  # Redis down at start: /readyz says so; the follower reloads once subscribed
+            log.warning("webhooks: could not read the endpoints at start: %s", exc)
         self._supervisor = asyncio.create_task(self._follow_changes(), name="insight-changes")
 
     async def stop(self) -> None:
