@@ -3,15 +3,26 @@ from the same ``GET /api/insights`` report; charts drawn server-side as SVG (no 
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Literal
 
-from fastapi import APIRouter, Depends, Request
-from fastapi.responses import RedirectResponse, Response
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import RedirectResponse, Response, StreamingResponse
+from pydantic import ValidationError
 
 from admin_ui.render import page
-from admin_ui.security import PREFIX, Signed, check_csrf, signed_in
+from admin_ui.security import PREFIX, Signed, admin_only, check_csrf, signed_in
+from gateway.core.errors import InvalidInput
+from gateway.core.outbound import shown
+from gateway.core.settings import ModelPrice
 from gateway.insight.report import InsightQuery
+
+log = logging.getLogger(__name__)
+WEBHOOK_LOG_SHOWN = 10
+STAMP = "%Y-%m-%d %H:%M:%S"
+EXPORT_MEDIA = {"jsonl": "application/x-ndjson", "csv": "text/csv; charset=utf-8"}
 
 router = APIRouter(prefix=PREFIX)
 RANGES = {"today": 1, "7": 7, "30": 30}
@@ -63,10 +74,57 @@ async def insights(request: Request, range: str = "7", agent: str = "", channel:
         "Tokens (prompt / completion)": f"{report['tokens']['prompt']:,} / {report['tokens']['completion']:,}",
         "Cost": f"{report['cost']:.4f}",
     }
+    webhooks = []
+    if signed.is_admin:  # the webhooks' delivery logs and the price table: an admin's business
+        for endpoint in sorted((await services.insight.webhooks.reload()).values(), key=lambda e: e.created_at):
+            tried = await services.insight.webhooks.deliveries(endpoint.id, WEBHOOK_LOG_SHOWN)
+            webhooks.append({"endpoint": endpoint, "url": shown(endpoint.url), "waiting": tried["waiting"],
+                             "attempts": [{**a, "at": datetime.fromtimestamp(a["at"], UTC).strftime(STAMP)}
+                                          for a in tried["attempts"]]})
+        await services.insight.price_edits.reload()
     return page(request, "insights.html", signed, report=report, figures=figures, range=str(range),
+                webhooks=webhooks, prices=services.insight.prices.rows() if signed.is_admin else [],
+                export_from=query.first.isoformat(), export_to=query.last.isoformat(),
                 ranges=RANGES, filters={"agent": agent, "channel": channel, "connection": connection},
                 per_day=Bars.of([(d["day"], d["conversations"]) for d in report["by_day"]]),
                 per_hour=Bars.of([(f"{h:02d}:00", n) for h, n in enumerate(report["busiest_hours"])]))
+
+
+@router.get("/insights/export", response_class=StreamingResponse,
+            responses={200: {"content": {m: {"schema": {"type": "string"}} for m in EXPORT_MEDIA.values()}}})
+async def export(start: str = Query("", alias="from"), end: str = Query("", alias="to"),
+                 format: Literal["jsonl", "csv"] = "csv", signed: Signed = Depends(admin_only)) -> Response:
+    """The export button: ``GET /api/conversations/export`` for a signed-in admin."""
+    assert signed.services.insight is not None
+    query = InsightQuery.parse(start, end)
+    log.info("conversation export %s..%s as %s (console, %s)", query.first, query.last, format,
+             signed.operator.username)
+    name = f"conversations-{query.first}-{query.last}.{format}"
+    return StreamingResponse(signed.services.insight.exporter.stream(query.first, query.last, format),
+                             media_type=EXPORT_MEDIA[format],
+                             headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+
+@router.post("/insights/prices")
+async def set_price(request: Request, signed: Signed = Depends(admin_only)) -> Response:
+    await check_csrf(request, signed)
+    form = await request.form()
+    assert signed.services.insight is not None
+    try:
+        price = ModelPrice(input=str(form.get("input", "")), output=str(form.get("output", "")))
+    except ValidationError as exc:
+        raise InvalidInput("prices: input and output are numbers of at least 0 (per million tokens)") from exc
+    await signed.services.insight.price_edits.set(str(form.get("model", "")), price)
+    return RedirectResponse(f"{PREFIX}/insights#prices-h", status_code=303)
+
+
+@router.post("/insights/prices/remove")
+async def remove_price(request: Request, signed: Signed = Depends(admin_only)) -> Response:
+    await check_csrf(request, signed)
+    form = await request.form()
+    assert signed.services.insight is not None
+    await signed.services.insight.price_edits.remove(str(form.get("model", "")))
+    return RedirectResponse(f"{PREFIX}/insights#prices-h", status_code=303)
 
 
 @router.post("/insights/gaps/{gap_id}/dismiss")

@@ -45,6 +45,21 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
+def settle(pid: int, quiet_s: float = 10.0, limit_s: float = 600.0) -> float:
+    """Wait until the gateway's RSS stays within 2 MiB for ``quiet_s`` (its start-up work is done)."""
+    deadline = time.monotonic() + limit_s
+    low = high = rss_mb(pid)
+    since = time.monotonic()
+    while time.monotonic() < deadline and time.monotonic() - since < quiet_s:
+        time.sleep(0.5)
+        now = rss_mb(pid)
+        low, high = min(low, now), max(high, now)
+        if high - low > 2:
+            low = high = now
+            since = time.monotonic()
+    return rss_mb(pid)
+
+
 def export(base: str, pid: int, fmt: str) -> tuple[float, int, int, float, float]:
     """Seconds, bytes, lines, RSS before and the highest RSS while it streamed."""
     before = rss_mb(pid)
@@ -101,6 +116,9 @@ def main() -> int:
             [sys.executable, "-m", "uvicorn", "gateway.http.app:create_app", "--factory", "--host", "127.0.0.1",
              "--port", str(port), "--log-level", "warning", "--no-access-log"], cwd=ROOT, env=env)
         wait_ready(base)
+        settled = settle(gateway.pid)
+        print(f"gateway settled at {settled:.0f} MiB RSS (its start-up work, e.g. the conversation search backfill "
+              f"of the stored conversations, done before measuring)")
         for fmt in ("jsonl", "csv"):
             seconds, size, lines, before, peak = export(base, gateway.pid, fmt)
             print(f"{fmt:5s}: {lines:,} lines, {size / 2**20:.1f} MiB in {seconds:.1f} s "

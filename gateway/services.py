@@ -63,6 +63,7 @@ from gateway.inbox.retries import RetryWindow
 from gateway.inbox.stream import Inbox
 from gateway.insight.feedback import Feedback
 from gateway.insight.service import Insight, VisitorCheck
+from gateway.insight.webhook_delivery import WebhookDelivery
 from gateway.jobs import registry as jobs
 from gateway.jobs.embedded import EmbeddedRedis
 from gateway.jobs.mutex import RedisMutex
@@ -274,7 +275,7 @@ class Services:
         )
         pipeline.tool_loop = ToolLoop(settings, llm, ToolJournal(store))
         pipeline.closing_writes.append(live.closing_writes)
-        insight = Insight.build(settings, store, metrics)
+        insight = Insight.build(settings, store, metrics, box, tool_policy)
         pipeline.turn_writes.append(insight.outcomes.turn_into)
         pipeline.turn_writes.append(insight.outcomes.abandoned_into)
         if insight.csat.enabled:
@@ -326,6 +327,10 @@ class Services:
         services.desk = OperatorDesk(settings, store, handoffs, services.inbox, services.inbox_handlers,
                                      services.direct_sinks, pipeline.capabilities)
         services.insight = insight
+        webhook_delivery = WebhookDelivery(settings, insight.webhooks, tool_policy, redis_url,
+                                           {insight.price_edits.changes_channel: insight.price_edits.reload})
+        services.on_start.append(webhook_delivery.start)
+        services.on_stop.append(webhook_delivery.stop)
         services.desk.on_take_over.append(insight.outcomes.handed_off)
         insight.csat.sink_for = services.desk.reply_sink
         services.live_feed = LiveFeed(store)

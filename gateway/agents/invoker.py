@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -34,7 +35,11 @@ from gateway.turn.pipeline import Turn, TurnOutcome, TurnPipeline
 from gateway.turn.ports import Capabilities, DeliveryReport
 from rag_core.retrieval import Hit
 
+# The API key of the request being served (set where the key is checked): the turn's cost is the key's.
+calling_key: ContextVar[str | None] = ContextVar("calling_key", default=None)
+
 __all__ = ["CAPABILITIES", "CHANNEL", "AgentInvoker", "AnswerSink", "InvokeResult", "OperatorReply", "SourceNode",
+           "calling_key",
            "source_nodes"]
 
 CHANNEL = "api"
@@ -161,6 +166,7 @@ class AgentInvoker:
                          self.pipeline.prompts)
         turn = await self.pipeline.accept(inbound, plan=plan)
         assert turn is not None  # a fresh message id is never a duplicate
+        turn.trace.api_key = calling_key.get()  # its tokens and cost are counted under the key (insight)
         if turn.started and len(messages) > 1:  # a new conversation: the caller's earlier messages are its start
             await self._seed(turn, messages[:-1])
         plan.memory_since = turn.conversation.started_at  # memory is this conversation's

@@ -219,6 +219,16 @@ class CitationTrace(BaseModel):
     invalid: list[int] = Field(default_factory=list)
 
 
+class ModelCallTrace(BaseModel):
+    """A model call of a turn besides its reply (insight, issue 41): structured generation — the
+    retrieval's LLM selection and query rewrite, the agent API's checks — with what the server reported."""
+
+    kind: str
+    model: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
 class TurnTrace(BaseModel):
     # Filled field by field as the turn goes; every assignment is checked so the trace always stores.
     model_config = ConfigDict(validate_assignment=True)
@@ -230,6 +240,7 @@ class TurnTrace(BaseModel):
     user_message_id: str
     connection: str | None = None  # conn (issue 28): the channel connection, None for the environment's
     agent: str | None = None  # conn (issue 28): the agent that answered, None for the channels' agent
+    api_key: str | None = None  # insight (issue 41): the id of the API key that called the agent API
     agent_message_id: str | None = None
     model: str | None = None
     responder: str = "llm"  # "llm" | "offline" | "fallback"
@@ -237,6 +248,7 @@ class TurnTrace(BaseModel):
     reply: Text | None = None
     stages: list[StageTiming] = Field(default_factory=list)
     usage: TokenUsage | None = None
+    model_calls: list[ModelCallTrace] = Field(default_factory=list)  # the turn's other model calls (insight)
     retrieval: RetrievalTrace | None = None
     tool_calls: list[ToolCallTrace] = Field(default_factory=list)  # agentic retrieval: what the model searched
     citations: CitationTrace | None = None

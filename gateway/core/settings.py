@@ -303,6 +303,23 @@ class Settings(BaseSettings):
         default=400, ge=1, description="How long the daily insight counters (and gap groups, comments) are kept, "
         "in days.",
     )
+    webhook_retry_window_s: int = Field(
+        default=86_400, ge=1, description="How long an event webhook's delivery is retried after the event, in "
+        "seconds; then it is given up (logged as expired).",
+    )
+    webhook_backoff_first_s: float = Field(
+        default=5.0, gt=0, description="The wait after an event webhook's first failed delivery; it doubles with "
+        "each next failure.",
+    )
+    webhook_backoff_max_s: float = Field(
+        default=600.0, gt=0, description="The longest wait between two deliveries of one event webhook.",
+    )
+    webhook_timeout_s: float = Field(
+        default=10.0, gt=0, description="How long a webhook receiver has to answer a delivery.",
+    )
+    webhook_log_size: int = Field(
+        default=100, ge=1, le=10_000, description="Delivery attempts kept per webhook for the console and API.",
+    )
 
     # Channels.
     telegram_bot_token: SecretStr | None = Field(

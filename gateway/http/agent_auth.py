@@ -16,6 +16,7 @@ from fastapi import Request
 
 from gateway.agents.api_keys import ApiKey, refusal
 from gateway.agents.definitions import AgentDefinition, AgentVersion
+from gateway.agents.invoker import calling_key
 from gateway.agents.store import LATEST
 from gateway.core.errors import Forbidden, NotFound, Unauthorized
 from gateway.http.auth import bearer_token, services_of
@@ -50,4 +51,5 @@ async def authorize_caller(request: Request, agent_ref: str, version_id: str = L
     limit = record.rate_limit_per_min
     if read.used is not None and 0 < limit < read.used:
         raise services.api_keys.rate.refuse(limit, read.ttl_ms)
+    calling_key.set(record.id)  # the invocation's tokens and cost count under this key (insight)
     return Caller(key=record, agent=read.agent, version=read.version)

@@ -36,6 +36,7 @@ from gateway.http.openapi import install_openapi
 from gateway.http.plugins import install_plugins
 from gateway.http.responses import ADMIN, CALLER
 from gateway.http.security_headers import SecurityHeaders
+from gateway.http.webhooks import router as webhooks_router
 from gateway.services import Services
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     app.include_router(health_router)
     for admin_router in (export_router, knowledge_router, knowledge_bases_router, documents_router, kb_jobs_router,
                          conversations_router, agent_api.admin, api_keys_api.router, connections_api.router,
-                         insights_router, tool_sources_api.router):
+                         insights_router, tool_sources_api.router, webhooks_router):
         app.include_router(admin_router, responses=ADMIN)
     app.include_router(feedback_router, responses=ADMIN)  # a visitor's session or the admin token
     app.include_router(agent_api.callers, responses=CALLER)

@@ -10,6 +10,7 @@ from typing import Literal
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import StreamingResponse
 
+from gateway.core.settings import ModelPrice
 from gateway.http.auth import require_admin
 from gateway.http.json_body import AdminRoute
 from gateway.insight.report import InsightQuery
@@ -27,7 +28,35 @@ async def insights(start: str = Query("", alias="from"), end: str = Query("", al
                    agent: str | None = None, channel: str | None = None, connection: str | None = None,
                    services: Services = Depends(require_admin)) -> dict:
     assert services.insight is not None
-    return await services.insight.insights.report(InsightQuery.parse(start, end, agent, channel, connection))
+    report = await services.insight.insights.report(InsightQuery.parse(start, end, agent, channel, connection))
+    if report["by_api_key"] and services.api_keys is not None:
+        names = {key.id: key.name for key in await services.api_keys.list()}
+        for row in report["by_api_key"]:
+            row["name"] = names.get(row["api_key"])  # None: revoked since
+    return report
+
+
+@router.get("/prices")
+async def prices(services: Services = Depends(require_admin)) -> dict:
+    """The price table (currency units per million tokens): each model's price and where it comes from
+    (``edited`` here, ``environment``: SWITCHBOARD_MODEL_PRICES, ``built-in``)."""
+    assert services.insight is not None
+    await services.insight.price_edits.reload()
+    return {"prices": services.insight.prices.rows()}
+
+
+@router.put("/prices/{model:path}")
+async def set_price(model: str, price: ModelPrice, services: Services = Depends(require_admin)) -> dict:
+    """Price ``model``'s calls from now on (``{"input", "output"}`` per million tokens); counted costs stay."""
+    assert services.insight is not None
+    return await services.insight.price_edits.set(model, price)
+
+
+@router.delete("/prices/{model:path}")
+async def remove_price(model: str, services: Services = Depends(require_admin)) -> dict:
+    assert services.insight is not None
+    await services.insight.price_edits.remove(model)
+    return {"model": model, "removed": True}
 
 
 @router.post("/gaps/{gap_id}/dismiss")

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gateway.agents.api_keys import ApiKey
 from gateway.agents.definitions import AgentDefinition
-from gateway.agents.invoker import InvokeResult
+from gateway.agents.invoker import InvokeResult, calling_key
 from gateway.agents.scope import api_session
 from gateway.core.errors import BadRequest, NotFound
 from gateway.http.agents import session_of
@@ -167,6 +167,7 @@ _COMPLETION = {200: {"description": "A chat.completion; with stream, server-sent
 async def chat_completions(request: Request):
     services = services_of(request)
     record = await services.api_keys.identify(bearer_token(request))  # before anything says which agents exist
+    calling_key.set(record.id)  # the invocation's tokens and cost count under this key (insight)
     body = ChatRequest.parse(await read_json(request))
     agent = await _callable(services, record, body.model)
     await services.api_keys.admit(record, agent.id)

@@ -16,11 +16,13 @@ from gateway.core.metrics import Metrics
 from gateway.core.models import Role, utcnow
 from gateway.insight.counters import DailyCounters, Dims
 from gateway.insight.outcomes import CONVERSATION_TTL_S
+from gateway.insight.webhooks import Webhooks
 
-__all__ = ["RECENT_COMMENTS", "Feedback", "Rating", "Vote", "Voter"]
+__all__ = ["COMMENTS_LISTED", "RECENT_COMMENTS", "Feedback", "Rating", "Vote", "Voter"]
 
 Rating = Literal["up", "down"]
-RECENT_COMMENTS = 500  # the comments the Insights screen can list (newest first)
+RECENT_COMMENTS = 500  # the comments kept for the Insights screen (newest first)
+COMMENTS_LISTED = 50  # how many of them one report lists: the newest in its range and filters
 
 # KEYS: the conversation's votes, its outcome flags. ARGV: field, the vote (JSON), its rating, TTL, flags TTL.
 # Swaps the voter's vote in and keeps the conversation's count of standing 👎 (a 👎 changed to 👍 no longer
@@ -67,8 +69,10 @@ class Vote(BaseModel):
 
 
 class Feedback:
-    def __init__(self, store: RedisStore, counters: DailyCounters, metrics: Metrics, comment_max_chars: int) -> None:
+    def __init__(self, store: RedisStore, counters: DailyCounters, metrics: Metrics, comment_max_chars: int,
+                 webhooks: Webhooks | None = None) -> None:
         self.store = store
+        self.webhooks = webhooks
         self.counters = counters
         self.metrics = metrics
         self.comment_max_chars = comment_max_chars
@@ -111,6 +115,10 @@ class Feedback:
         if comment is not None:
             pipe.lpush(self.comments_key, vote.model_dump_json())
             pipe.ltrim(self.comments_key, 0, RECENT_COMMENTS - 1)
+        if self.webhooks is not None:
+            self.webhooks.emit_into(pipe, "message.feedback", conversation_id,
+                                    {"message_id": message_id, "rating": rating, "comment": comment,
+                                     "changed": old_raw is not None}, agent=dims.agent)
         await pipe.execute()
         self.metrics.insight_feedback.labels(dims.agent, dims.channel, rating).inc()
         return vote
@@ -127,9 +135,12 @@ class Feedback:
         return sorted((Vote.model_validate_json(v) for v in raw), key=lambda v: v.at)
 
     async def recent_comments(self, start: datetime, end: datetime, dims_filter: tuple) -> list[dict]:
-        """Comments cast in [start, end] (of the last ``RECENT_COMMENTS``), newest first."""
+        """Comments cast in [start, end] (of the last ``RECENT_COMMENTS``), newest first, at most
+        ``COMMENTS_LISTED`` (each one read costs the report a JSON parse: it stops when it has enough)."""
         rows, seen = [], set()
         for raw in await self.store.redis.lrange(self.comments_key, 0, RECENT_COMMENTS - 1):
+            if len(rows) == COMMENTS_LISTED:
+                break
             vote = json.loads(raw)  # plain JSON: this list is read on every report
             if (vote["message_id"], vote["voter"]) in seen:  # a changed vote: only its newest comment stands
                 continue

@@ -10,21 +10,25 @@ import hashlib
 import json
 import logging
 from datetime import date, datetime
+from functools import partial
 from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, Field
 
 from gateway.conversation.store import RedisStore
 from gateway.core.events import ConversationEnded
 from gateway.core.metrics import Metrics
-from gateway.core.models import Conversation, EndReason, TurnTrace, utcnow
+from gateway.core.models import Conversation, EndReason, ModelCallTrace, TokenUsage, TurnTrace, utcnow
 from gateway.core.settings import Settings
 from gateway.insight.counters import DailyCounters, Dims
 from gateway.insight.prices import PriceTable
+from gateway.insight.webhooks import Webhooks
 from rag_core.tokenizer import tokenize
 
 if TYPE_CHECKING:
     from gateway.turn.pipeline import Turn
 
-__all__ = ["CONVERSATION_TTL_S", "Outcomes", "gap_group"]
+__all__ = ["CONVERSATION_TTL_S", "Outcomes", "TraceCost", "gap_group", "turn_cost"]
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +37,7 @@ GAP_EXAMPLES = 5
 _RESOLVED_ON = {EndReason.TIMEOUT, EndReason.CALL_ENDED}
 
 # KEYS: the day's counters, the conversation's flags, the day's gap groups, the group's examples, its offered
-#       topics, the set of (agent, channel, connection) seen
+#       topics, the set of (agent, channel, connection) seen, the day's gap groups whatever the dims
 # ARGV: dims suffix, started, handoff, unanswered, prompt, completion, cost (nano), unpriced tokens,
 #       flags TTL, counters TTL, gap member, example, offered topics (JSON list), hour of the day (HH)
 _RECORD = """
@@ -59,6 +63,8 @@ redis.call('EXPIRE', h, tonumber(ARGV[10]))
 if ARGV[4] == '1' and ARGV[11] ~= '' then
   redis.call('ZINCRBY', KEYS[3], 1, ARGV[11])
   redis.call('EXPIRE', KEYS[3], tonumber(ARGV[10]))
+  redis.call('ZINCRBY', KEYS[7], 1, ARGV[11])  -- the day's total, for a report without filters
+  redis.call('EXPIRE', KEYS[7], tonumber(ARGV[10]))
   redis.call('LPUSH', KEYS[4], ARGV[12])
   redis.call('LTRIM', KEYS[4], 0, LAST_EXAMPLE)
   redis.call('EXPIRE', KEYS[4], tonumber(ARGV[10]))
@@ -83,6 +89,29 @@ return 1
 """
 
 
+def turn_cost(trace: TurnTrace | TraceCost, prices: PriceTable) -> tuple[int, int, int, int]:
+    """A turn's prompt and completion tokens, cost (billionths) and unpriced tokens: its reply's call and its
+    other model calls (selection, rewrite, checks), each priced by its own model."""
+    calls = [(c.model, c.prompt_tokens, c.completion_tokens) for c in trace.model_calls]
+    if trace.usage is not None:
+        calls.append((trace.model, trace.usage.prompt_tokens, trace.usage.completion_tokens))
+    prompt = completion = cost = unpriced = 0
+    for model, p, c in calls:
+        prompt, completion = prompt + p, completion + c
+        if p or c:
+            priced = prices.cost_nano(model, p, c)
+            cost, unpriced = (cost + priced, unpriced) if priced is not None else (cost, unpriced + p + c)
+    return prompt, completion, cost, unpriced
+
+
+class TraceCost(BaseModel):
+    """What pricing needs of a stored turn trace (the export reads only this much of it)."""
+
+    model: str | None = None
+    usage: TokenUsage | None = None
+    model_calls: list[ModelCallTrace] = Field(default_factory=list)
+
+
 def gap_group(question: str) -> tuple[str, str]:
     """The group an unanswered question falls in (its content words, stemmed, in order of first use)
     and the group's id. Differently worded questions with the same words share one group."""
@@ -93,8 +122,9 @@ def gap_group(question: str) -> tuple[str, str]:
 
 class Outcomes:
     def __init__(self, settings: Settings, store: RedisStore, counters: DailyCounters, prices: PriceTable,
-                 metrics: Metrics) -> None:
+                 metrics: Metrics, webhooks: Webhooks | None = None) -> None:
         self.settings = settings
+        self.webhooks = webhooks
         self.store = store
         self.counters = counters
         self.prices = prices
@@ -105,7 +135,8 @@ class Outcomes:
         return self.store.key("insight", "conv", conversation_id)
 
     def gaps_key(self, day: date, suffix: str) -> str:
-        """A day's unanswered questions at one (agent, channel, connection): gap group id -> count."""
+        """A day's unanswered questions at one (agent, channel, connection) (``suffix`` "": at any): gap group
+        id -> count."""
         return self.store.key("insight", "gaps", day.strftime("%Y%m%d")) + suffix
 
     def gap_key(self, gap_id: str, part: str) -> str:
@@ -123,10 +154,7 @@ class Outcomes:
     def _turn_into(self, pipe, turn: Turn) -> None:
         trace = turn.trace
         dims = Dims.of(trace.agent, trace.channel, trace.connection)
-        usage = trace.usage
-        prompt = usage.prompt_tokens if usage else 0
-        completion = usage.completion_tokens if usage else 0
-        cost = self.prices.cost_nano(trace.model, prompt, completion) if prompt or completion else 0
+        prompt, completion, cost, unpriced = turn_cost(trace, self.prices)
         unanswered = self.unanswered(trace)
         member = example = ""
         offered: list[str] = []
@@ -138,18 +166,38 @@ class Outcomes:
         now = utcnow()
         gap_id = member[:12]
         pipe.eval(
-            _RECORD, 6, self.counters.key(now.date()), self.conversation_key(trace.conversation_id),
+            _RECORD, 7, self.counters.key(now.date()), self.conversation_key(trace.conversation_id),
             self.gaps_key(now.date(), dims.suffix), self.gap_key(gap_id, "examples"), self.gap_key(gap_id, "offered"),
-            self.counters.dims_key,
+            self.counters.dims_key, self.gaps_key(now.date(), ""),
             dims.suffix, int(turn.started), int(bool(trace.handoff)), int(unanswered), prompt, completion,
-            cost or 0, (prompt + completion) if cost is None else 0, CONVERSATION_TTL_S, self.counters.ttl_s,
+            cost, unpriced, CONVERSATION_TTL_S, self.counters.ttl_s,
             member, example, json.dumps(offered), f"{now.hour:02d}",
         )
+        if trace.api_key:
+            self.counters.add_key_into(pipe, now, trace.api_key, {"turns": 1, "prompt": prompt,
+                                                                  "completion": completion, "cost_nano": cost})
+        if self.webhooks is not None:
+            self._events_into(pipe, turn, unanswered)
         labels = (dims.agent, dims.channel)
         if prompt or completion:
             self.metrics.insight_tokens.labels(*labels, "prompt").inc(prompt)
             self.metrics.insight_tokens.labels(*labels, "completion").inc(completion)
-            self.metrics.insight_cost.labels(*labels).inc((cost or 0) / 1e9)
+            self.metrics.insight_cost.labels(*labels).inc(cost / 1e9)
+
+    def _events_into(self, pipe, turn: Turn, unanswered: bool) -> None:
+        """The turn's webhook events, queued in its closing round trip (nothing when no webhook takes them)."""
+        assert self.webhooks is not None
+        trace = turn.trace
+        emit = partial(self.webhooks.emit_into, pipe, conversation_id=trace.conversation_id, agent=trace.agent)
+        where = {"turn_id": trace.turn_id, "channel": trace.channel, "connection": trace.connection}
+        if trace.handoff:
+            emit("conversation.handoff_requested", data={**where, "reason": trace.handoff})
+        if unanswered:
+            emit("conversation.unanswered", data={**where, "question": turn.inbound.text[:500],
+                                                  "reply": (trace.reply or "")[:500]})
+        for call in trace.tool_calls:
+            if call.error and not call.reused:
+                emit("tool.failed", data={**where, "tool": call.name, "error": call.error[:500]})
 
     def abandoned_into(self, pipe, turn: Turn) -> None:
         """Queue, in the turn's closing round trip, that its customer left before the reply was finished
@@ -204,8 +252,14 @@ class Outcomes:
         if "handed_off" in flags or int(flags.get("down", "0")) > 0:
             return
         dims = Dims.parse(flags["dims"])
-        await self.store.redis.hset(key, "resolved", 1)  # for the export
-        await self.counters.add(at_or_now(event.conversation.ended_at), dims, {"resolved": 1})
+        pipe = self.store.redis.pipeline(transaction=False)
+        pipe.hset(key, "resolved", 1)  # for the export
+        self.counters.add_into(pipe, at_or_now(event.conversation.ended_at), dims, {"resolved": 1})
+        if self.webhooks is not None:
+            self.webhooks.emit_into(pipe, "conversation.resolved", event.conversation.id,
+                                    {"channel": event.conversation.channel, "reason": event.reason.value,
+                                     "connection": dims.connection or None}, agent=dims.agent)
+        await pipe.execute()
 
 
 def at_or_now(at: datetime | None) -> datetime:

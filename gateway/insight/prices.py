@@ -30,10 +30,29 @@ DEFAULT_PRICES: dict[str, ModelPrice] = {
 
 
 class PriceTable:
+    """Built-in prices, under ``SWITCHBOARD_MODEL_PRICES``, under the operator's edits (console or API)."""
+
     def __init__(self, overrides: Mapping[str, ModelPrice] | None = None) -> None:
-        self.prices: dict[str, ModelPrice] = {**DEFAULT_PRICES, **(overrides or {})}
+        self.overrides = dict(overrides or {})
+        self.edited: dict[str, ModelPrice] = {}
+        self._rebuild()
+
+    def use_edited(self, edited: Mapping[str, ModelPrice]) -> None:
+        self.edited = dict(edited)
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        self.prices: dict[str, ModelPrice] = {**DEFAULT_PRICES, **self.overrides, **self.edited}
         # Longest names first: "gpt-4o-mini-2024-07-18" is priced as gpt-4o-mini, not as gpt-4o.
         self._prefixes = sorted(self.prices, key=len, reverse=True)
+
+    def rows(self) -> list[dict]:
+        """The table as the API and console show it, each price with where it comes from."""
+        def source(model: str) -> str:
+            return "edited" if model in self.edited else "environment" if model in self.overrides else "built-in"
+
+        return [{"model": model, "input": price.input, "output": price.output, "source": source(model)}
+                for model, price in sorted(self.prices.items())]
 
     def price(self, model: str | None) -> ModelPrice | None:
         if not model:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
 from gateway.conversation.store import RedisStore
 from gateway.core.errors import InvalidInput
-from gateway.insight.counters import MEASURES, DailyCounters, days_between
+from gateway.insight.counters import MEASURES, DailyCounters, Dims, days_between
 from gateway.insight.feedback import Feedback
 from gateway.insight.prices import NANO
 
@@ -71,27 +73,40 @@ class Insights:
     async def report(self, query: InsightQuery) -> dict:
         totals: dict[str, int] = dict.fromkeys(MEASURES, 0)
         hours_of_day = [0] * 24
-        days = await self.counters.read(query.first, query.last, query.dims)
+        start = datetime.combine(query.first, time.min, tzinfo=UTC)
+        end = datetime.combine(query.last, time.max, tzinfo=UTC)
+        combos = await self.counters.combos(query.dims)
+        # The counters, the comments and the gaps at once: the report waits for the slowest, not their sum.
+        days, comments, gaps, keys, by_dims = await asyncio.gather(
+            self.counters.read(query.first, query.last, query.dims, combos),
+            self.feedback.recent_comments(start, end, query.dims), self._gaps(query, combos),
+            self.counters.read_keys(query.first, query.last),
+            self.counters.read_by_dims(query.first, query.last, combos))
         for day in days:
             for measure, n in day.counts.items():
                 totals[measure] += n
             hours_of_day = [a + b for a, b in zip(hours_of_day, day.turns_by_hour, strict=True)]
-        start = datetime.combine(query.first, time.min, tzinfo=UTC)
-        end = datetime.combine(query.last, time.max, tzinfo=UTC)
         return {
             "from": query.first.isoformat(), "to": query.last.isoformat(),
             "filters": {"agent": query.agent, "channel": query.channel, "connection": query.connection},
             **_figures(totals),
             "busiest_hours": hours_of_day,
             "by_day": [{"day": day.day.isoformat(), **_figures(day.counts)} for day in days],
-            "recent_comments": await self.feedback.recent_comments(start, end, query.dims),
-            "gaps": await self._gaps(query),
+            "recent_comments": comments,
+            "gaps": gaps,
+            **_breakdown(by_dims),
+            # the agent API's calls by API key over the range (the agent/channel/connection filters do not apply)
+            "by_api_key": [{"api_key": key_id, "turns": n["turns"],
+                            "tokens": {"prompt": n["prompt"], "completion": n["completion"]},
+                            "cost": round(n["cost_nano"] / NANO, 9)} for key_id, n in keys.items() if n["turns"]],
         }
 
-    async def _gaps(self, query: InsightQuery) -> list[dict]:
+    async def _gaps(self, query: InsightQuery, combos: list[str]) -> list[dict]:
         """The unanswered questions of the range, grouped by their content words, most asked first: the days'
-        and (agent, channel, connection)s' groups are summed in Redis (ZUNIONSTORE into a key of the moment)."""
-        combos = await self.counters.combos(query.dims)
+        and (agent, channel, connection)s' groups are summed in Redis (ZUNIONSTORE into a key of the moment);
+        without filters, the days' totals."""
+        if combos and query.dims == (None, None, None):
+            combos = [""]
         keys = [self.store.key("insight", "gaps", day.strftime("%Y%m%d")) + combo
                 for day in days_between(query.first, query.last) for combo in combos]
         if not keys:
@@ -129,3 +144,17 @@ def _figures(counts: dict[str, int]) -> dict:
         "tokens": {"prompt": counts["prompt"], "completion": counts["completion"], "unpriced": counts["unpriced"]},
         "cost": round(counts["cost_nano"] / NANO, 9),
     }
+
+
+def _breakdown(by_dims: dict[str, dict[str, int]]) -> dict:
+    """The range's totals per agent, per channel and per connection (within the filters)."""
+    out: dict[str, dict[str, Counter]] = {"by_agent": {}, "by_channel": {}, "by_connection": {}}
+    for suffix, counts in by_dims.items():
+        dims = Dims.parse(suffix)
+        for name, value in (("by_agent", dims.agent), ("by_channel", dims.channel), ("by_connection", dims.connection)):
+            out[name].setdefault(value, Counter()).update(counts)
+    return {name: [{"name": value, "conversations": n["conversations"], "turns": n["turns"],
+                    "tokens": {"prompt": n["prompt"], "completion": n["completion"]},
+                    "cost": round(n["cost_nano"] / NANO, 9)}
+                   for value, n in sorted(groups.items(), key=lambda item: -item[1]["cost_nano"])]
+            for name, groups in out.items()}

@@ -10,6 +10,7 @@ import errno
 import json
 import logging
 from collections.abc import AsyncIterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -19,7 +20,7 @@ from openai import AsyncOpenAI, AsyncStream, DefaultAioHttpClient
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from gateway.core.errors import LLMError
-from gateway.core.models import PromptMessage, TokenUsage
+from gateway.core.models import ModelCallTrace, PromptMessage, TokenUsage
 from gateway.core.settings import Settings
 from rag_core.clean_text import scrub, scrub_deep
 from rag_core.errors import StructuredOutputError
@@ -291,6 +292,7 @@ class LLMClient:
                     "json_schema": {"name": "result", "schema": schema, "strict": True},
                 },
             }, "structured generation")
+            _record_call("structured", self.search_model, resp)
             try:
                 data = scrub_deep(json.loads(_first_text(resp)))
                 _validator(schema).validate(data)
@@ -299,6 +301,19 @@ class LLMClient:
                 last_problem = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 log.warning("structured output invalid (attempt %d): %s", attempt, last_problem)
         raise StructuredOutputError(f"model output did not match the schema: {last_problem}")
+
+
+# The running turn's record of its model calls besides the reply (``TurnTrace.model_calls``): the pipeline points
+# it at the turn's trace when the turn starts; None outside a turn (nothing is recorded).
+turn_model_calls: ContextVar[list[ModelCallTrace] | None] = ContextVar("turn_model_calls", default=None)
+
+
+def _record_call(kind: str, model: str | None, resp: ChatCompletion) -> None:
+    calls = turn_model_calls.get()
+    if calls is not None:
+        usage = _usage(resp.usage)
+        calls.append(ModelCallTrace(kind=kind, model=model, prompt_tokens=usage.prompt_tokens,
+                                    completion_tokens=usage.completion_tokens))
 
 
 _VALIDATORS: dict[str, jsonschema.protocols.Validator] = {}

@@ -48,6 +48,7 @@ from gateway.core.redis_tally import RedisTally, counting
 from gateway.core.settings import Settings
 from gateway.turn.citations import CitationPolicy, cite, deliverable, used_sources, with_instruction
 from gateway.turn.cpu_slots import CpuSlots
+from gateway.turn.llm import turn_model_calls
 from gateway.turn.ports import (
     AssembledPrompt,
     Capabilities,
@@ -321,6 +322,7 @@ class TurnPipeline:
                 connection=inbound.connection, agent=inbound.agent,  # conn (issue 28)
             )
             user_message.turn_id = trace.turn_id
+            turn_model_calls.set(trace.model_calls)  # the turn's other model calls land in its trace (insight)
             turn = Turn(inbound, persona, conversation, user_message, ticket or 0, started, trace, rag_mode=rag_mode)
             pipe = self.store.redis.pipeline(transaction=False)
             self.sessions.save_into(pipe, conversation, started)

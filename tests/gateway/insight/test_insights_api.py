@@ -3,6 +3,7 @@ with another agent and model, and ``GET /api/insights`` sums what the fake model
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 
@@ -96,6 +97,16 @@ def test_cost_is_tokens_times_price_across_two_agents_and_channels(api, fake_ope
     assert by_agent["tokens"] == {"prompt": spent["model-b"][0], "completion": spent["model-b"][1], "unpriced": 0}
     [today] = [d for d in report["by_day"] if d["turns"]]
     assert today["cost"] == report["cost"]
+    # The breakdowns: per API key (the agent API's calls), per agent and per channel.
+    [by_key] = report["by_api_key"]
+    assert (by_key["name"], by_key["turns"]) == ("caller", 15)
+    assert by_key["tokens"] == {"prompt": spent["model-b"][0], "completion": spent["model-b"][1]}
+    assert by_key["cost"] == pytest.approx(cost("model-b"), abs=1e-9)
+    assert {row["name"]: (row["turns"], row["cost"]) for row in report["by_channel"]} == {
+        "webchat": (20, pytest.approx(cost("model-a"), abs=1e-9)),
+        "api": (15, pytest.approx(cost("model-b"), abs=1e-9))}
+    assert {row["name"]: row["conversations"] for row in report["by_agent"]} == {
+        "": 2, f"{agent['id']}@{agent['version_id']}": 15}
     metrics = api.get("/metrics").text
     assert 'switchboard_model_tokens_total{agent="",channel="webchat",kind="prompt"} 220.0' in metrics
 
@@ -273,3 +284,46 @@ def test_the_export_streams_conversations_with_messages_ratings_tokens_and_cost(
         (mine["id"], "user", "When do you open?", ""), (mine["id"], "agent", "We open at nine on weekdays.", "down")]
     old = api.get("/api/conversations/export", params={"from": "2020-01-01", "to": "2020-01-31"}, headers=ADMIN)
     assert old.status_code == 200 and old.text == ""
+
+
+def test_an_edited_price_prices_the_next_turns_and_removing_it_restores_the_table(api, fake_openai):
+    table = {row["model"]: row for row in api.get("/api/insights/prices", headers=ADMIN).json()["prices"]}
+    assert table["model-a"] == {"model": "model-a", "input": 2.5, "output": 10.0, "source": "environment"}
+    assert table["gpt-4o-mini"]["source"] == "built-in"
+    assert api.put("/api/insights/prices/model-a", json={"input": -1, "output": 1}).status_code == 401
+    assert api.put("/api/insights/prices/model-a", headers=ADMIN, json={"input": -1, "output": 1}).status_code == 422
+    edited = api.put("/api/insights/prices/model-a", headers=ADMIN, json={"input": 100.0, "output": 1000.0}).json()
+    assert edited == {"model": "model-a", "input": 100.0, "output": 1000.0, "source": "edited"}
+    fake_openai.script_reply("Priced anew.")
+    Visitor(api).say("how much?")
+    prompt, completion = fake_usage("Priced anew.")
+    assert insights(api)["cost"] == pytest.approx((prompt * 100 + completion * 1000) / 1e6, abs=1e-9)
+    assert api.delete("/api/insights/prices/model-a", headers=ADMIN).json()["removed"] is True
+    assert api.delete("/api/insights/prices/model-a", headers=ADMIN).status_code == 404
+    table = {row["model"]: row for row in api.get("/api/insights/prices", headers=ADMIN).json()["prices"]}
+    assert table["model-a"]["source"] == "environment" and table["model-a"]["input"] == 2.5
+
+
+def test_a_checks_model_call_is_counted_and_priced_with_the_reply(api, fake_openai):
+    """The agent API's hallucination check is a second model call of the turn (structured generation, the
+    search model): its tokens, as the fake model server reports them, are priced and counted too."""
+    agent = api.post("/v1/agents", headers=ADMIN, json={"name": "checked", "config": {
+        "llmModelId": "model-b", "enableHallucinationCheck": True}}).json()
+    key = api.post("/api/keys", headers=ADMIN, json={"name": "checker", "agents": [agent["id"]]}).json()["key"]
+    fake_openai.script_reply("We open 9:00-17:00.")
+    verdict = '{"supported": true, "unsupported_claims": []}'
+    fake_openai.script_json(verdict)
+    answer = api.post(f"/v1/agents/{agent['id']}/versions/latest/invoke", headers={"Authorization": f"Bearer {key}"},
+                      json={"messages": [{"role": "user", "content": "opening hours?"}]})
+    assert answer.status_code == 200, answer.text
+    assert [r["body"]["model"] for r in fake_openai.chat_requests()] == ["model-b", "model-a"]  # reply, judge
+    reply, judge = fake_usage("We open 9:00-17:00."), fake_usage(verdict)
+    report = insights(api)
+    assert report["tokens"]["prompt"] == reply[0] + judge[0]
+    assert report["tokens"]["completion"] == reply[1] + judge[1]
+    expected = (reply[0] * 0.15 + reply[1] * 0.6 + judge[0] * 2.5 + judge[1] * 10.0) / 1e6
+    assert report["cost"] == pytest.approx(expected, abs=1e-9)
+    export = api.get("/api/conversations/export", headers=ADMIN, params={"format": "jsonl"}).text
+    [line] = [json.loads(row) for row in export.splitlines()]
+    assert (line["prompt_tokens"], line["completion_tokens"]) == (reply[0] + judge[0], reply[1] + judge[1])
+    assert line["cost"] == pytest.approx(expected, abs=1e-9)
