@@ -3,21 +3,31 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
+
+import numpy as np
 
 from gateway.conversation.store import RedisStore
 from gateway.core.errors import InvalidInput
 from gateway.insight.counters import MEASURES, DailyCounters, Dims, days_between
 from gateway.insight.feedback import Feedback
+from gateway.insight.gap_clusters import GapGroup, merge_similar, unit
+from gateway.insight.outcomes import GAP_EXAMPLES
 from gateway.insight.prices import NANO
+from rag_core.encoders import DenseEncoder
 
 __all__ = ["MAX_DAYS", "InsightQuery", "Insights"]
 
+log = logging.getLogger(__name__)
+
 MAX_DAYS = 400
 GAPS_LISTED = 20
+GAPS_READ = 3 * GAPS_LISTED  # word groups read to be merged by meaning into the listed gaps
 
 
 @dataclass(frozen=True)
@@ -63,6 +73,9 @@ class Insights:
         self.store = store
         self.counters = counters
         self.feedback = feedback
+        # the knowledge base's embedding model, asked for when gaps are read (it loads at start); None or an
+        # answer of None: the word groups are the gaps
+        self.encoder: Callable[[], DenseEncoder | None] | None = None
 
     def dismissed_key(self) -> str:
         return self.store.key("insight", "gaps", "dismissed")
@@ -102,9 +115,10 @@ class Insights:
         }
 
     async def _gaps(self, query: InsightQuery, combos: list[str]) -> list[dict]:
-        """The unanswered questions of the range, grouped by their content words, most asked first: the days'
-        and (agent, channel, connection)s' groups are summed in Redis (ZUNIONSTORE into a key of the moment);
-        without filters, the days' totals."""
+        """The unanswered questions of the range, most asked first: the days' and (agent, channel, connection)s'
+        word groups are summed in Redis (ZUNIONSTORE into a key of the moment; without filters, the days'
+        totals), and the most asked of them merged by meaning (``gap_clusters``). A gap with a dismissed
+        group in it stays dismissed."""
         if combos and query.dims == (None, None, None):
             combos = [""]
         keys = [self.store.key("insight", "gaps", day.strftime("%Y%m%d")) + combo
@@ -115,21 +129,42 @@ class Insights:
         scratch = self.store.key("insight", "gaps", "sum", uuid.uuid4().hex)
         pipe = self.store.redis.pipeline(transaction=True)
         pipe.zunionstore(scratch, keys)
-        if dismissed:
-            pipe.zrem(scratch, *dismissed)
-        pipe.zrevrange(scratch, 0, GAPS_LISTED - 1, withscores=True)
+        pipe.zrevrange(scratch, 0, GAPS_READ - 1, withscores=True)
         pipe.delete(scratch)
         top = [(raw.decode(), int(score)) for raw, score in (await pipe.execute())[-2]]
         pipe = self.store.redis.pipeline(transaction=False)
         for gap_id, _ in top:
             pipe.lrange(self.store.key("insight", "gap", gap_id, "examples"), 0, -1)
             pipe.smembers(self.store.key("insight", "gap", gap_id, "offered"))
+            pipe.get(self._vector_key(gap_id))
         found = await pipe.execute() if top else []
-        return [{
-            "id": gap_id, "count": count,
-            "examples": list(dict.fromkeys(e.decode() for e in found[2 * i])),
-            "offered_topics": sorted(t.decode() for t in found[2 * i + 1]),
-        } for i, (gap_id, count) in enumerate(top)]
+        groups = [GapGroup(gap_id, count, [e.decode() for e in found[3 * i]], {t.decode() for t in found[3 * i + 1]})
+                  for i, (gap_id, count) in enumerate(top)]
+        vectors = {g.id: np.frombuffer(raw, dtype=np.float32) for g, raw in zip(groups, found[2::3], strict=True)
+                   if raw}
+        vectors.update(await self._embedded([g for g in groups if g.id not in vectors and g.examples]))
+        merged = merge_similar(groups, vectors, examples=GAP_EXAMPLES)
+        return [g.answer() for g in merged if not dismissed.intersection(m.encode() for m in g.members)][:GAPS_LISTED]
+
+    def _vector_key(self, gap_id: str) -> str:
+        return self.store.key("insight", "gap", gap_id, "vector")
+
+    async def _embedded(self, groups: list[GapGroup]) -> dict[str, np.ndarray]:
+        """Each group's first example embedded (once: kept beside the group as long as its counts)."""
+        encoder = self.encoder() if self.encoder is not None else None
+        if encoder is None or not groups:
+            return {}
+        try:
+            raw = await encoder.embed_queries([g.examples[-1] for g in groups])  # the oldest example
+        except Exception as exc:  # the model is away: the word groups stand alone this time
+            log.warning("insight: could not embed %d gap groups: %s", len(groups), exc)
+            return {}
+        vectors = {g.id: unit(v) for g, v in zip(groups, raw, strict=True)}
+        pipe = self.store.redis.pipeline(transaction=False)
+        for gap_id, vector in vectors.items():
+            pipe.set(self._vector_key(gap_id), vector.astype(np.float32).tobytes(), ex=self.counters.ttl_s)
+        await pipe.execute()
+        return vectors
 
 
 def _figures(counts: dict[str, int]) -> dict:

@@ -67,6 +67,11 @@ class KnowledgeBases:
         self._instances: dict[str, KnowledgeBase] = {}
         self._names: tuple[float, list[str]] | None = None
 
+
+    @property
+    def dense(self) -> DenseEncoder | None:
+        """The embedding model every knowledge base uses (None: sparse only)."""
+        return self._dense
     def instance(self, name: str) -> KnowledgeBase:
         """The knowledge base object for ``name`` (built once; existence is not checked)."""
         kb = self._instances.get(name)

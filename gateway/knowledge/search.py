@@ -33,6 +33,7 @@ from rag_core.chunking import ChunkingOptions
 from rag_core.controlled import ControlledSearch, Reranker
 from rag_core.controls import RetrievalControls
 from rag_core.document_ingestion import DocumentIngestor, LockFactory
+from rag_core.encoders import DenseEncoder
 from rag_core.errors import SwitchboardError
 from rag_core.extract import ZipLimits
 from rag_core.extraction_sandbox import ExtractBudget, ExtractionSandbox
@@ -146,6 +147,11 @@ class Knowledge:
         self.open()
         assert self._bases is not None
         return self._bases
+
+    @property
+    def dense(self) -> DenseEncoder | None:
+        """The embedding model, once the knowledge base is open (None before, or when sparse only)."""
+        return self._bases.dense if self._bases is not None else None
 
     @property
     def documents(self) -> Documents:
