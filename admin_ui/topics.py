@@ -25,6 +25,7 @@ from rag_core.topic import Topic, parse_topic
 TOPIC_SEARCH = RetrievalControls(semantic_cache=False)
 
 router = APIRouter(prefix=f"{PREFIX}/knowledge/topics")
+GAP_QUESTIONS = 5  # questions a gap pre-fills a new topic with
 PAGE_SIZE = 50
 FIELDS = ("source", "title", "facts", "summary", "labels")
 
@@ -77,8 +78,10 @@ def _editor(request: Request, signed: Signed, kb: str, typed: dict, status_code:
 
 @router.get("/new")
 async def new_topic(request: Request, signed: Signed = Depends(admin_only)) -> Response:
-    typed = {"source": "", "title": "", "facts": "", "summary": "", "labels": "rag_context"}
-    return _editor(request, signed, request.query_params.get("kb", MAIN_KB), typed, creating=True)
+    # from a knowledge gap on the Insights screen: the questions customers asked, the most asked the title
+    asked = [q.strip()[:300] for q in request.query_params.getlist("asked")[:GAP_QUESTIONS] if q.strip()]
+    typed = {"source": "", "title": asked[0] if asked else "", "facts": "", "summary": "", "labels": "rag_context"}
+    return _editor(request, signed, request.query_params.get("kb", MAIN_KB), typed, creating=True, asked=asked)
 
 
 @router.get("/edit")

@@ -32,6 +32,10 @@ def test_the_screen_shows_ratings_comments_cost_charts_and_gaps(console, fake_op
         assert "Do you rent unicycles?" in html
         other_channel = client.get("/admin/insights", params={"range": "30", "channel": "telegram"}).text
         assert re.search(r'<th scope="row">Conversations</th><td>0</td>', other_channel)
+        write = re.search(r'data-write-topic href="([^"]+)"', html).group(1).replace("&amp;", "&")
+        editor = client.get(write).text  # the gap's questions, pre-filled into a new topic
+        assert 'id="asked"' in editor and "<li>Do you rent unicycles?</li>" in editor
+        assert 'id="title" name="title" value="Do you rent unicycles?"' in editor
         gap = re.search(r'action="/admin/insights/gaps/([0-9a-f]+)/dismiss"', html).group(1)
         refused = client.post(f"/admin/insights/gaps/{gap}/dismiss", data={"csrf_token": "forged"})
         assert refused.status_code in (400, 403)
