@@ -235,7 +235,8 @@ class Services:
         keys = secret_keys(settings, create=True)  # embedded mode: generated into the data dir once
         box = CredentialBox(keys.raw, keys.generated_file)
         tool_policy = OutboundPolicy.parse(settings.outbound_allow_hosts, resolver)
-        tool_sources = ToolSources(ToolSourceStore(store, box), McpClient(tool_policy), tool_policy)
+        mcp_client = McpClient(tool_policy)
+        tool_sources = ToolSources(ToolSourceStore(store, box), mcp_client, tool_policy)
         agents = AgentStore(store, unknown_tools=tool_sources.unknown)
         channel_agent = ChannelAgent(agents, settings.agent_id, citations=policy_of(settings))
         rag = PrepareRagContext(settings, knowledge, persona_attributes, memory, queues["rag"], rag_modes,
@@ -307,6 +308,7 @@ class Services:
         if settings.demo:
             services.on_start.append(lambda: load_demo_knowledge(knowledge, customer_attributes))
         services.turns = TurnRunner(pipeline, store, metrics, drain_timeout_s=settings.turn_drain_timeout_s)
+        services.on_stop.append(mcp_client.aclose)  # (stop hooks run last first) after the turns stop
         services.on_stop.append(services.turns.stop)
         services.inbox = Inbox(redis, store, order_idle_ttl_s=settings.order_idle_ttl_s,
                                retry_window=RetryWindow.from_settings(settings))
