@@ -116,7 +116,8 @@ def main() -> int:
     procs = [start([PY, "bench/instant_llm.py", str(llm_port)], {}),
              start([PY, "bench/instant_mcp.py", str(mcp_port)], {})]
     try:
-        gateway = start([PY, "-m", "gateway", "serve", "--port", str(port)], env)
+        profile = ["-m", "cProfile", "-o", os.environ["BENCH_PROFILE"]] if os.environ.get("BENCH_PROFILE") else []
+        gateway = start([PY, *profile, "-m", "gateway", "serve", "--port", str(port)], env)
         procs.append(gateway)
         base = f"http://127.0.0.1:{port}"
         wait_port(llm_port)

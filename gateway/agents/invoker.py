@@ -32,6 +32,7 @@ from gateway.tools.service import ToolSources
 from gateway.turn.llm import LLMClient
 from gateway.turn.pipeline import Turn, TurnOutcome, TurnPipeline
 from gateway.turn.ports import Capabilities, DeliveryReport
+from gateway.turn.tools import BUILTIN_TOOLS, with_builtins
 from rag_core.retrieval import Hit
 
 __all__ = ["CAPABILITIES", "CHANNEL", "AgentInvoker", "AnswerSink", "InvokeResult", "OperatorReply", "SourceNode",
@@ -165,8 +166,10 @@ class AgentInvoker:
             await self._seed(turn, messages[:-1])
         plan.memory_since = turn.conversation.started_at  # memory is this conversation's
         if self.tools is not None and config.tools:  # the version's tools, with its model (gateway.turn.tools)
-            turn.tools = await self.tools.for_turn([t.name for t in config.tools], plan.responder.options(),
-                                                   frozenset(t.name for t in config.tools if t.confirm))
+            names = [t.name for t in config.tools]
+            turn.tools = with_builtins(await self.tools.for_turn(
+                [n for n in names if n not in BUILTIN_TOOLS], plan.responder.options(),
+                frozenset(t.name for t in config.tools if t.confirm)), names)
         try:
             outcome = await self.pipeline.run(turn, AnswerSink(on_delta))
         except BaseException:

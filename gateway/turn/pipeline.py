@@ -543,7 +543,11 @@ class TurnPipeline:
         return any(phrase in text for phrase in self._phrases)
 
     def _model_handoff(self, turn: Turn, reply: Reply) -> tuple[Reply, bool]:
-        """The model ends a reply with ``[HANDOFF]`` to ask for a person; the marker is never sent."""
+        """The model ends a reply with ``[HANDOFF]`` to ask for a person (the marker is never sent), or
+        calls the built-in ``handoff`` tool (the reply is then the handoff message already)."""
+        if reply.handoff is not None and self.handoffs is not None and self._can_hand_off(turn):
+            turn.trace.handoff = reply.handoff
+            return reply, True
         if (not self.settings.handoff_llm_signal or HANDOFF_MARKER not in reply.text
                 or self.handoffs is None or not self._can_hand_off(turn)):
             return reply, False
@@ -679,7 +683,8 @@ class TurnPipeline:
         )
         responder = plan.responder if plan is not None else self.responder
         if self.tool_loop is not None:
-            responder = self.tool_loop.around(responder, turn.tools, turn.trace, deadline, turn.tool_state)
+            responder = self.tool_loop.around(responder, turn.tools, turn.trace, deadline, turn.tool_state,
+                                              can_hand_off=self.handoffs is not None and self._can_hand_off(turn))
         try:
             async with asyncio.timeout_at(deadline):
                 interrupted = getattr(sink, "interrupted", None)

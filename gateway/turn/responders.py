@@ -45,6 +45,7 @@ class Reply:
     model: str | None = None
     usage: TokenUsage = field(default_factory=TokenUsage)
     tool_calls: list[ToolCallTrace] = field(default_factory=list)
+    handoff: str | None = None  # the model called the built-in ``handoff`` tool: why (the turn asks for a person)
 
 
 class Responder(Protocol):

@@ -38,8 +38,8 @@ from gateway.turn.llm import CallOptions, LLMClient, ToolCall, ToolStep
 from gateway.turn.responders import Reply, ReplyRequest, Responder
 from gateway.turn.tool_confirm import PendingAction, PendingActions, is_yes, proposal
 
-__all__ = ["JOURNAL_TTL_S", "ToolCaller", "ToolJournal", "ToolLoop", "ToolOutcome", "ToolSpec", "ToolState",
-           "TurnTools", "cut", "wire_names"]
+__all__ = ["BUILTIN_TOOLS", "HANDOFF", "JOURNAL_TTL_S", "ToolCaller", "ToolJournal", "ToolLoop", "ToolOutcome",
+           "ToolSpec", "ToolState", "TurnTools", "cut", "wire_names", "with_builtins"]
 
 JOURNAL_TTL_S = 24 * 3600  # as long as an accepted turn is kept for resuming (reply intents)
 _WIRE_FORBIDDEN = re.compile(r"[^a-zA-Z0-9_-]")
@@ -75,6 +75,30 @@ class TurnTools:
     caller: ToolCaller
     options: CallOptions | None = None  # the agent's model and sampling
     redact: Callable[[str], str] = field(default=lambda text: text)  # the sources' secrets out of traces
+
+
+# Built-in tools an agent may name in ``config.tools`` besides its sources' (no source lists them).
+HANDOFF = ToolSpec(name="handoff", description=(
+    "Hand the conversation to a person (a human operator). Call it when the customer asks for a person, or "
+    "when you cannot help and a person can; the customer is told a person will answer."),
+    parameters={"type": "object", "properties": {"reason": {
+        "type": "string", "description": "why a person should take over, in a few words"}}})
+BUILTIN_TOOLS = {HANDOFF.name: HANDOFF}
+
+
+class _NoSources:
+    async def call(self, name: str, arguments: dict, idempotency_key: str) -> ToolOutcome:
+        return ToolOutcome(text="", error=f"no tool source lists {name!r}")
+
+
+def with_builtins(tools: TurnTools | None, names: Sequence[str]) -> TurnTools | None:
+    """``tools`` with the built-in tools among ``names`` added (a turn whose only tool is built in too)."""
+    builtins = [BUILTIN_TOOLS[n] for n in dict.fromkeys(names) if n in BUILTIN_TOOLS]
+    if not builtins:
+        return tools
+    if tools is None:
+        return TurnTools(specs=builtins, caller=_NoSources())
+    return TurnTools(specs=[*tools.specs, *builtins], caller=tools.caller, options=tools.options, redact=tools.redact)
 
 
 def wire_names(names: Sequence[str]) -> dict[str, str]:
@@ -167,8 +191,12 @@ class ToolLoop:
         return ToolState({k.decode(): v for k, v in (journal or {}).items()}, pending)
 
     def around(self, responder: Responder, tools: TurnTools | None, trace: TurnTrace, deadline: float,
-               state: ToolState | None = None) -> Responder:
-        """``responder``, or the tool loop when the turn has tools (and a model to call them)."""
+               state: ToolState | None = None, can_hand_off: bool = True) -> Responder:
+        """``responder``, or the tool loop when the turn has tools (and a model to call them). The built-in
+        ``handoff`` is offered only where a person can take the conversation over (``can_hand_off``)."""
+        if tools is not None and not can_hand_off and any(s is HANDOFF for s in tools.specs):
+            tools = TurnTools(specs=[s for s in tools.specs if s is not HANDOFF], caller=tools.caller,
+                              options=tools.options, redact=tools.redact)
         if tools is None or not tools.specs or self.llm is None:
             return responder
         return _ToolTurn(self, self.llm, tools, trace, deadline, state or ToolState({}))
@@ -178,6 +206,7 @@ class _ToolTurn:
     def __init__(self, loop: ToolLoop, llm: LLMClient, tools: TurnTools, trace: TurnTrace, deadline: float,
                  state: ToolState) -> None:
         self.state = state
+        self.handoff: str | None = None  # the model called ``handoff``: why
         self.settings = loop.settings
         self.journal = loop.journal
         self.pending = loop.pending
@@ -220,6 +249,9 @@ class _ToolTurn:
             kept = _Round(text=step.text, calls=[(c.id, c.name, c.arguments) for c in step.calls])
             asked = await self._run_round(messages, kept, number if recorded is None else None, index, stored)
             index += len(step.calls)
+            if self.handoff is not None:  # a person takes over: the customer is told so, as when they ask
+                return Reply(text=self.settings.handoff_message, responder="handoff", model=self._model, usage=usage,
+                             tool_calls=list(self.trace.tool_calls), handoff=self.handoff)
             if asked is not None:  # an action waits for the customer's yes: the reply asks for it
                 return self._reply(f"{step.text.strip()}\n\n{asked}".strip(), usage)
         raise AssertionError("unreachable: the last round answers")
@@ -296,6 +328,10 @@ class _ToolTurn:
             result = _Result(text="", error=f"unknown tool {call.name!r}")
         elif not isinstance(arguments, dict):
             result = _Result(text="", error="the arguments are not a JSON object")
+        elif spec is HANDOFF:  # nothing to call: the turn ends asking for a person
+            reason = str(arguments.get("reason") or "").strip()[:200]
+            self.handoff = f"the model called the handoff tool{f': {reason}' if reason else ''}"
+            result = _Result(text="a person will take over the conversation")
         elif (earlier := stored.get(f"call:{index}")) is not None:
             result = _Result.model_validate_json(earlier)
             entry.reused = True
