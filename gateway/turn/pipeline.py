@@ -679,7 +679,7 @@ class TurnPipeline:
         streams = sink.streaming and not (plan is not None and plan.holds_stream)
         request = ReplyRequest(
             prompt=prompt, hits=turn.hits, on_delta=sink.delta if streams else None, agentic=turn.agentic,
-            kbs=turn.kbs or None,
+            kbs=turn.kbs or None, on_tool=getattr(sink, "tool_event", None),
         )
         responder = plan.responder if plan is not None else self.responder
         if self.tool_loop is not None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -35,12 +36,13 @@ from gateway.core.errors import LLMError
 from gateway.core.models import TokenUsage, ToolCallTrace, TurnTrace
 from gateway.core.settings import Settings
 from gateway.turn.llm import CallOptions, LLMClient, ToolCall, ToolStep
-from gateway.turn.responders import Reply, ReplyRequest, Responder
+from gateway.turn.responders import Reply, ReplyRequest, Responder, ToolEvent, ToolListener
 from gateway.turn.tool_confirm import PendingAction, PendingActions, is_yes, proposal
 
 __all__ = ["BUILTIN_TOOLS", "HANDOFF", "JOURNAL_TTL_S", "ToolCaller", "ToolJournal", "ToolLoop", "ToolOutcome",
            "ToolSpec", "ToolState", "TurnTools", "cut", "wire_names", "with_builtins"]
 
+log = logging.getLogger(__name__)
 JOURNAL_TTL_S = 24 * 3600  # as long as an accepted turn is kept for resuming (reply intents)
 _WIRE_FORBIDDEN = re.compile(r"[^a-zA-Z0-9_-]")
 _SECRET_ARGUMENT = re.compile(r"pass(word)?|secret|token|api[_-]?key|authori[sz]ation|credential", re.I)
@@ -229,7 +231,7 @@ class _ToolTurn:
         confirmed = stored.get("round:0") or await self._confirmed(request, turn_id)
         if confirmed is not None:  # the customer said yes to the action the last turn proposed: called once
             kept = _Round.model_validate_json(confirmed)
-            await self._run_round(messages, kept, None, 0, stored)  # round 0 is stored as it is taken
+            await self._run_round(request, messages, kept, None, 0, stored)  # round 0 is stored as it is taken
             index = len(kept.calls)
         rounds = self.settings.tool_max_rounds
         for number in range(1, rounds + 1):
@@ -247,7 +249,8 @@ class _ToolTurn:
                     raise LLMError("language model returned no text")
                 return self._reply(step.text, usage)
             kept = _Round(text=step.text, calls=[(c.id, c.name, c.arguments) for c in step.calls])
-            asked = await self._run_round(messages, kept, number if recorded is None else None, index, stored)
+            asked = await self._run_round(request, messages, kept, number if recorded is None else None, index,
+                                          stored)
             index += len(step.calls)
             if self.handoff is not None:  # a person takes over: the customer is told so, as when they ask
                 return Reply(text=self.settings.handoff_message, responder="handoff", model=self._model, usage=usage,
@@ -259,15 +262,15 @@ class _ToolTurn:
     def _reply(self, text: str, usage: TokenUsage) -> Reply:
         return Reply(text=text, responder="llm", model=self._model, usage=usage, tool_calls=list(self.trace.tool_calls))
 
-    async def _run_round(self, messages: list[dict], kept: _Round, number: int | None, index: int,
-                         stored: dict[str, bytes]) -> str | None:
+    async def _run_round(self, request: ReplyRequest, messages: list[dict], kept: _Round, number: int | None,
+                         index: int, stored: dict[str, bytes]) -> str | None:
         """Run one round's calls together; their results join ``messages``, and are journalled with the
         round (``number``; None: it is stored already) in one round trip before the next model round.
         Returns the proposal to put to the customer when a call needs their yes first."""
         calls = [ToolCall(*c) for c in kept.calls]
         messages.append({"role": "assistant", "content": kept.text or None, "tool_calls": [
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls]})
-        answers = await asyncio.gather(*(self._call(c, index + k, stored, kept.key)
+        answers = await asyncio.gather(*(self._call(c, index + k, stored, kept.key, request.on_tool)
                                          for k, c in enumerate(calls)))
         asked = None
         fields: dict[str, BaseModel] = {} if number is None else {f"round:{number}": kept}
@@ -312,7 +315,8 @@ class _ToolTurn:
         return (self.tools.options.model if self.tools.options and self.tools.options.model else None) or \
             self.llm.model
 
-    async def _call(self, call: ToolCall, index: int, stored: dict[str, bytes], confirmed_key: str | None
+    async def _call(self, call: ToolCall, index: int, stored: dict[str, bytes], confirmed_key: str | None,
+                    listener: ToolListener | None = None
                     ) -> tuple[str, ToolCallTrace, str | None, _Result | PendingAction | None]:
         """What the model reads for one call, its trace entry, the proposal when it waits for a yes, and
         what to journal (a new result, or the action to propose)."""
@@ -342,12 +346,17 @@ class _ToolTurn:
             return json.dumps({"status": "waiting for the customer's confirmation; not done yet"}), entry, \
                 proposal(spec.description, name, arguments), action
         else:
+            if listener is not None:
+                await _tell(listener, ToolEvent("call", call.id, name, entry.arguments))
             result = fresh = await self._run(name, arguments, confirmed_key or f"{self.trace.turn_id}:{index}")
         text = cut(result.text, self.settings.tool_result_max_chars)
         entry.ms = result.ms
         entry.result = self.tools.redact(text[:_TRACE_RESULT_CHARS]) if result.error is None else None
         entry.error = self.tools.redact(result.error) if result.error is not None else None
         content = text if result.error is None else json.dumps({"error": result.error})
+        if listener is not None:
+            await _tell(listener, ToolEvent("result", call.id, name, entry.arguments, output=entry.result,
+                                            error=entry.error, ms=entry.ms))
         return content, entry, None, fresh
 
     async def _run(self, name: str, arguments: dict, key: str) -> _Result:
@@ -365,6 +374,14 @@ class _ToolTurn:
             outcome = ToolOutcome(text="", error=f"{type(exc).__name__}: {exc}")
         ms = round((time.perf_counter() - t0) * 1000, 3)
         return _Result(text=outcome.text, error=outcome.error, ms=ms)
+
+
+async def _tell(listener: ToolListener, event: ToolEvent) -> None:
+    """A channel's listener failing never fails the call (it only shows progress)."""
+    try:
+        await listener(event)
+    except Exception:
+        log.exception("tool event listener failed")
 
 
 def _add(total: TokenUsage, step: TokenUsage) -> None:
