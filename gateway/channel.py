@@ -44,6 +44,7 @@ from gateway.insight.feedback import Voter
 from gateway.services import ChannelContext
 from gateway.turn.pipeline import Turn, TurnOutcome
 from gateway.turn.ports import Capabilities, DeliveryReport, Markup, ReplySink, TranscriptSink
+from gateway.turn.responders import ToolEvent
 from gateway.turn.runner import TurnRunner
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ __all__ = [
     "DeliveryRejected", "DeliveryReport", "EndReason", "Forbidden", "GatewayError",
     "InboundMessage", "InboxHandler", "InvalidInput", "InvalidJSON", "JSONBodyRoute", "Markup", "Message",
     "NotFound", "PUBLIC", "PayloadTooLarge", "RateLimited", "RedisStore", "ReplySink", "Role", "SendWork",
-    "ServiceUnavailable", "Settings", "SourceRef", "TranscriptSink", "Turn", "TurnOutcome", "TurnRunner",
+    "ServiceUnavailable", "Settings", "SourceRef", "ToolEvent", "TranscriptSink", "Turn", "TurnOutcome", "TurnRunner",
     "TurnWork", "Unauthorized", "Voter",
     "Work", "bearer_token", "chat_page_policy", "client_address", "decode_json", "describe_operation", "failure",
     "webhook_operation", "VendorUnreachable", "delivery_id", "order_key", "scope_identity", "scope_thread", "scoped",

@@ -29,6 +29,7 @@ from gateway.channel import (
     PayloadTooLarge,
     RateLimited,
     Role,
+    ToolEvent,
     TranscriptSink,
     Turn,
     TurnOutcome,
@@ -81,6 +82,11 @@ class _SocketSink:
 
     async def delta(self, text: str) -> None:
         await self.ws.send_json({"type": "delta", "text": text})
+
+    async def tool_event(self, event: ToolEvent) -> None:
+        """While a tool runs the page shows what the agent is doing (``progress``; ``text`` null: done)."""
+        text = f"Checking {event.name}\u2026" if event.kind == "call" else None
+        await self.ws.send_json({"type": "progress", "tool": event.name, "text": text})
 
     async def deliver(self, text: str) -> DeliveryReport:
         return DeliveryReport(delivered=True)  # the final frame follows with the turn id

@@ -258,6 +258,10 @@
             pending.bubble.setAttribute("data-role", "agent");
           }
           pending.bubble.textContent += frame.text; scroll();
+        } else if (frame.type === "progress") {  // a tool runs: say what the agent is doing until it is done
+          if (pending.bubble.classList.contains("sb-typing")) {
+            pending.bubble.textContent = frame.text || "Typing\u2026"; scroll();
+          }
         } else if (frame.type === "message") {
           pending.done(frame.reply ? frame.reply.text : null, frame.sources, frame.reply);
         } else if (frame.type === "error") {
