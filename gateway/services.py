@@ -265,7 +265,7 @@ class Services:
                        AgentTools(channel_agent, tool_sources)],  # tools (issue 40): the agent's tools
             handoffs=handoffs,
         )
-        pipeline.tool_loop = ToolLoop(settings, llm, ToolJournal(store))
+        pipeline.tool_loop = ToolLoop(settings, llm, ToolJournal(store), handoffs)
         pipeline.closing_writes.append(live.closing_writes)
         insight = Insight.build(settings, store, metrics)
         pipeline.turn_writes.append(insight.outcomes.turn_into)

@@ -31,6 +31,7 @@ from typing import Protocol
 from pydantic import BaseModel
 from redis.asyncio.client import Pipeline
 
+from gateway.conversation.handoff import Handoffs
 from gateway.conversation.store import RedisStore
 from gateway.core.errors import LLMError
 from gateway.core.models import TokenUsage, ToolCallTrace, TurnTrace
@@ -162,21 +163,24 @@ class ToolJournal:
         return self.store.key("turntools", turn_id)
 
     async def write(self, turn_id: str, fields: dict[str, BaseModel],
-                    also: Callable[[Pipeline], None] | None = None) -> None:
-        """``fields`` in one transaction, with what ``also`` queues (a proposal, a taken one's removal)."""
+                    also: Callable[[Pipeline], None] | None = None) -> list:
+        """``fields`` in one transaction, with what ``also`` queues (a proposal, a taken one's removal, the
+        handoff state's read); the answers to ``also``'s commands."""
         async with self.store.redis.pipeline(transaction=True) as pipe:
             pipe.hset(self.key(turn_id), mapping={k: v.model_dump_json() for k, v in fields.items()})
             pipe.expire(self.key(turn_id), JOURNAL_TTL_S)
             if also is not None:
                 also(pipe)
-            await pipe.execute()
+            return (await pipe.execute())[2:]
 
 
 class ToolLoop:
-    def __init__(self, settings: Settings, llm: LLMClient | None, journal: ToolJournal) -> None:
+    def __init__(self, settings: Settings, llm: LLMClient | None, journal: ToolJournal,
+                 handoffs: Handoffs | None = None) -> None:
         self.settings = settings
         self.llm = llm
         self.journal = journal
+        self.handoffs = handoffs  # read with each round's results: an operator's take-over stops the loop
         self.pending = PendingActions(journal.store, settings.tool_confirm_ttl_s)
 
     def read_into(self, pipe: Pipeline, turn_id: str, conversation_id: str) -> int:
@@ -201,13 +205,16 @@ class ToolLoop:
                               options=tools.options, redact=tools.redact)
         if tools is None or not tools.specs or self.llm is None:
             return responder
-        return _ToolTurn(self, self.llm, tools, trace, deadline, state or ToolState({}))
+        return _ToolTurn(self, self.llm, tools, trace, deadline, state or ToolState({}),
+                         self.handoffs if can_hand_off else None)
 
 
 class _ToolTurn:
     def __init__(self, loop: ToolLoop, llm: LLMClient, tools: TurnTools, trace: TurnTrace, deadline: float,
-                 state: ToolState) -> None:
+                 state: ToolState, handoffs: Handoffs | None) -> None:
         self.state = state
+        self.handoffs = handoffs
+        self.taken_over = False  # an operator took the conversation while the tools ran: no more rounds
         self.handoff: str | None = None  # the model called ``handoff``: why
         self.settings = loop.settings
         self.journal = loop.journal
@@ -252,6 +259,11 @@ class _ToolTurn:
             asked = await self._run_round(request, messages, kept, number if recorded is None else None, index,
                                           stored)
             index += len(step.calls)
+            if self.taken_over:  # the reply is not sent (the handoff gate), the operator answers
+                why = "tools: stopped after a round, an operator took the conversation over"
+                self.trace.error = f"{self.trace.error}; {why}" if self.trace.error else why
+                return Reply(text=step.text.strip() or self.settings.handoff_message, responder="handoff",
+                             model=self._model, usage=usage, tool_calls=list(self.trace.tool_calls))
             if self.handoff is not None:  # a person takes over: the customer is told so, as when they ask
                 return Reply(text=self.settings.handoff_message, responder="handoff", model=self._model, usage=usage,
                              tool_calls=list(self.trace.tool_calls), handoff=self.handoff)
@@ -285,8 +297,17 @@ class _ToolTurn:
             asked = asked or proposed
         if fields or proposals:
             conversation_id = self.trace.conversation_id
-            await self.journal.write(self.trace.turn_id, fields, lambda pipe: [
-                self.pending.propose_into(pipe, conversation_id, action) for action in proposals])
+
+            def also(pipe: Pipeline) -> None:
+                for action in proposals:
+                    self.pending.propose_into(pipe, conversation_id, action)
+                if self.handoffs is not None:
+                    self.handoffs.get_into(pipe, conversation_id)
+
+            answers = await self.journal.write(self.trace.turn_id, fields, also)
+            if self.handoffs is not None:
+                state = self.handoffs.parse(conversation_id, answers[-1])
+                self.taken_over = state is not None and state.status == "human"
         return asked
 
     async def _confirmed(self, request: ReplyRequest, turn_id: str) -> bytes | None:
