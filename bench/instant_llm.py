@@ -1,7 +1,8 @@
 """An OpenAI-compatible chat endpoint that answers instantly (aiohttp, so it is never the bottleneck).
 
 A request offered tools (``tool_choice`` not ``none``) whose last message is the user's asks for one call
-of the first tool offered (``{"party_size": 4, "day": "Friday"}``); after a tool result it answers in words.
+of the first tool offered (``{"party_size": 4, "day": "Friday"}``), or of the tool the message names as
+``use:<function name>`` (with ``{"order": "4411"}``); after a tool result it answers in words.
 
 Run: python bench/instant_llm.py PORT [DELAY_S]
 """
@@ -40,8 +41,11 @@ def _tool_call(body: dict) -> web.Response | None:
     """The answer asking for a call of the first offered tool, when this request should get one."""
     if not body.get("tools") or body.get("tool_choice") == "none" or body["messages"][-1]["role"] != "user":
         return None
-    name = body["tools"][0]["function"]["name"]
-    call = {"id": "call_bench", "type": "function", "function": {"name": name, "arguments": TOOL_ARGUMENTS}}
+    said = body["messages"][-1].get("content") or ""
+    named = said.split("use:", 1)[1].split()[0] if "use:" in said else None
+    name = named or body["tools"][0]["function"]["name"]
+    arguments = json.dumps({"order": "4411"}) if named else TOOL_ARGUMENTS
+    call = {"id": "call_bench", "type": "function", "function": {"name": name, "arguments": arguments}}
     if not body.get("stream"):
         message = {"role": "assistant", "content": None, "tool_calls": [call]}
         return web.json_response({**json.loads(BODY), "choices": [

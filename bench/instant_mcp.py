@@ -1,5 +1,6 @@
-"""A real MCP server (the SDK's FastMCP, streamable HTTP, stateless, JSON answers) whose one tool answers at
-once, so a benchmark measures the gateway, not the tool. ``slow_lookup`` sleeps ``SLEEP_S`` seconds.
+"""A real MCP server (the SDK's FastMCP, streamable HTTP, stateless, JSON answers) whose ``book_table`` answers
+at once, so a benchmark measures the gateway, not the tool. Hostile ones: ``slow_lookup`` sleeps ``SLEEP_S``
+seconds, ``huge`` answers 20 MB, a call of ``broken`` is answered with truncated JSON.
 
 Run: python bench/instant_mcp.py PORT [SLEEP_S]
 """
@@ -27,7 +28,42 @@ def make_app(sleep_s: float = 2.0):
         await asyncio.sleep(sleep_s)
         return f"Order {order}: shipped."
 
-    return mcp.streamable_http_app()
+    @mcp.tool(description="Everything about an order (20 MB).")
+    async def huge(order: str) -> str:
+        return "x" * (20 * 1024 * 1024)
+
+    @mcp.tool(description="Looks an order up, but its answer is broken JSON-RPC (answered by the wrapper).")
+    async def broken(order: str) -> str:
+        return "never sent"
+
+    inner = mcp.streamable_http_app()
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await inner(scope, receive, send)
+            return
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        if b'"tools/call"' in body and b'"broken"' in body:
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-type", b"application/json")]})
+            await send({"type": "http.response.body", "body": b'{"jsonrpc": "2.0", "id": 1, "result": {"proto'})
+            return
+        sent = False
+
+        async def replay():
+            nonlocal sent
+            if sent:
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await inner(scope, replay, send)
+
+    return app
 
 
 if __name__ == "__main__":

@@ -10,7 +10,10 @@ turns (the agent's ``config.tools`` is ``crm.book_table``). Printed:
 - the gateway process's CPU per turn (from /proc) for each, and the difference per tool call; less the
   cost of the extra model round (the plain turn's ``llm`` stage CPU), that is the tool call's own cost
   (target, issue 40: <= 1.5 ms);
-- Redis round trips per turn from the traces (target: a tool turn <= 2 more than a plain turn).
+- Redis round trips per turn from the traces (target: a tool turn <= 2 more than a plain turn);
+- hostile tools (one that hangs, one answering 20 MB, one answering broken JSON-RPC), HOSTILE_TURNS turns
+  each: the slowest answer against the turn deadline, the error the trace names, and the gateway's RSS
+  growth over them (target: < 50 MB).
 Redis on 127.0.0.1:6379 (or BENCH_REDIS_URL), keys under a fresh agent id, removed afterwards.
 Run: .venv/bin/python bench/tool_turn.py [--turns 60]
 """
@@ -35,6 +38,7 @@ from bench.turn_overhead import MODEL, PY, QUESTIONS, clean, process_cpu_ms, sta
 
 UNIQUE = list(dict.fromkeys(QUESTIONS))  # the dev set repeats questions: each asked once
 WARM_UP = 20  # turns first sent in each phase, not counted
+DEADLINE_S = 60.0  # SWITCHBOARD_TURN_DEADLINE_S's default
 ADMIN = {"Authorization": "Bearer bench-admin", "Content-Type": "application/json"}
 
 
@@ -90,6 +94,37 @@ def uses_tools(base: str, redis_url: str, agent: str, tools: list[dict]) -> None
         time.sleep(0.5)
 
 
+HOSTILE_TURNS = 4
+HOSTILE = {"hangs": "crm__slow_lookup", "answers 20 MB": "crm__huge", "answers broken JSON-RPC": "crm__broken"}
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS")
+
+
+def hostile(base: str, redis_url: str, agent: str, pid: int) -> tuple[float, float, dict[str, tuple[float, str]]]:
+    """RSS before and after HOSTILE_TURNS turns per hostile tool (one of each first, to warm up), and per
+    tool the slowest turn's seconds and the error its trace names."""
+    chat = Chat(base)
+    for wire in HOSTILE.values():
+        chat.say(f"warm use:{wire}")
+    before = rss_mb(pid)
+    seen: dict[str, tuple[float, str]] = {}
+    for what, wire in HOSTILE.items():
+        slowest, error = 0.0, ""
+        for i in range(HOSTILE_TURNS):
+            t0 = time.monotonic()
+            turn_id = chat.say(f"order {i} use:{wire}")
+            slowest = max(slowest, time.monotonic() - t0)
+            [trace] = traces(redis_url, agent, [turn_id])
+            error = " ".join((trace["tool_calls"][0]["error"] or "(none)").split())
+        seen[what] = (slowest, error)
+    return before, rss_mb(pid), seen
+
+
 def traces(redis_url: str, agent: str, ids: list[str]) -> list[dict]:
     client = redis.Redis.from_url(redis_url)
     return [json.loads(raw) for raw in client.mget([f"sb:{agent}:trace:{i}" for i in ids]) if raw]
@@ -114,7 +149,7 @@ def main() -> int:
            "SWITCHBOARD_WEBCHAT_MESSAGES_PER_SESSION": "1000000",
            "SWITCHBOARD_WEBCHAT_MESSAGES_PER_ADDRESS": "1000000"}
     procs = [start([PY, "bench/instant_llm.py", str(llm_port)], {}),
-             start([PY, "bench/instant_mcp.py", str(mcp_port)], {})]
+             start([PY, "bench/instant_mcp.py", str(mcp_port), "600"], {})]  # slow_lookup: hangs
     try:
         profile = ["-m", "cProfile", "-o", os.environ["BENCH_PROFILE"]] if os.environ.get("BENCH_PROFILE") else []
         gateway = start([PY, *profile, "-m", "gateway", "serve", "--port", str(port)], env)
@@ -136,6 +171,8 @@ def main() -> int:
         again_cpu, again_ids = serial(base, gateway.pid, args.turns, 2 * step)
         plain = traces(redis_url, agent, plain_ids) + traces(redis_url, agent, again_ids)
         tool = traces(redis_url, agent, tool_ids)
+        uses_tools(base, redis_url, agent, [{"name": "crm.*"}])
+        rss_before, rss_after, hostile_seen = hostile(base, redis_url, agent, gateway.pid)
         plain_cpu = (plain_cpu + again_cpu) / 2
     finally:
         for p in procs:
@@ -170,6 +207,11 @@ def main() -> int:
     print(f"  the call's wall time as the trace has it: {tool_ms:.2f} ms")
     print(f"  Redis round trips per turn: plain {plain_rt:.1f}, tool {tool_rt:.1f}: {tool_rt - plain_rt:+.1f}  "
           f"(target <= +2)")
+    print(f"  hostile tools, {HOSTILE_TURNS} turns each (turn deadline {DEADLINE_S:g} s):")
+    for what, (slowest, error) in hostile_seen.items():
+        print(f"    a tool that {what}: slowest answer {slowest:.1f} s; the trace says: {error[:110]}")
+    print(f"  gateway RSS {rss_before:.0f} MB before, {rss_after:.0f} MB after: {rss_after - rss_before:+.1f} MB  "
+          f"(target < 50 MB)")
     return 0
 
 

@@ -147,7 +147,7 @@ def _outcome_json(outcome: TurnOutcome) -> dict:
         return {"reply": None, "handed_off": True, "sources": [], "turn_id": outcome.turn.trace.turn_id}
     return {
         "reply": {"text": outcome.reply.text, "message_id": msg.id, "created_at": msg.created_at.isoformat(),
-                  "conversation_id": msg.conversation_id},
+                  "conversation_id": msg.conversation_id, "choices": outcome.reply.choices},
         "sources": sources_json(msg),
         "turn_id": outcome.turn.trace.turn_id,
     }

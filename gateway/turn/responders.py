@@ -64,6 +64,8 @@ class Reply:
     usage: TokenUsage = field(default_factory=TokenUsage)
     tool_calls: list[ToolCallTrace] = field(default_factory=list)
     handoff: str | None = None  # the model called the built-in ``handoff`` tool: why (the turn asks for a person)
+    # Answers a channel may offer as buttons (a proposed action's "Yes" / "No"); pressing one sends its text.
+    choices: list[str] = field(default_factory=list)
 
 
 class Responder(Protocol):

@@ -16,7 +16,9 @@ from redis.asyncio.client import Pipeline
 
 from gateway.conversation.store import RedisStore
 
-__all__ = ["PendingAction", "PendingActions", "is_yes", "proposal"]
+__all__ = ["CONFIRM_CHOICES", "PendingAction", "PendingActions", "is_yes", "proposal"]
+
+CONFIRM_CHOICES = ("Yes", "No")  # a proposal's buttons, where the channel has them: pressing one says it
 
 _YES = frozenset({"yes", "y", "yeah", "yep", "yup", "ok", "okay", "sure", "confirm", "confirmed", "correct",
                   "go ahead", "please do", "do it", "yes please", "ja", "oui", "si", "sí"})

@@ -38,7 +38,7 @@ from gateway.core.models import TokenUsage, ToolCallTrace, TurnTrace
 from gateway.core.settings import Settings
 from gateway.turn.llm import CallOptions, LLMClient, ToolCall, ToolStep
 from gateway.turn.responders import Reply, ReplyRequest, Responder, ToolEvent, ToolListener
-from gateway.turn.tool_confirm import PendingAction, PendingActions, is_yes, proposal
+from gateway.turn.tool_confirm import CONFIRM_CHOICES, PendingAction, PendingActions, is_yes, proposal
 
 __all__ = ["BUILTIN_TOOLS", "HANDOFF", "JOURNAL_TTL_S", "ToolCaller", "ToolJournal", "ToolLoop", "ToolOutcome",
            "ToolSpec", "ToolState", "TurnTools", "cut", "wire_names", "with_builtins"]
@@ -268,7 +268,9 @@ class _ToolTurn:
                 return Reply(text=self.settings.handoff_message, responder="handoff", model=self._model, usage=usage,
                              tool_calls=list(self.trace.tool_calls), handoff=self.handoff)
             if asked is not None:  # an action waits for the customer's yes: the reply asks for it
-                return self._reply(f"{step.text.strip()}\n\n{asked}".strip(), usage)
+                reply = self._reply(f"{step.text.strip()}\n\n{asked}".strip(), usage)
+                reply.choices = list(CONFIRM_CHOICES)  # buttons where the channel has them
+                return reply
         raise AssertionError("unreachable: the last round answers")
 
     def _reply(self, text: str, usage: TokenUsage) -> Reply:
