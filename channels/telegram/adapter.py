@@ -23,7 +23,7 @@ from aiogram.exceptions import (
     TelegramRetryAfter,
     TelegramServerError,
 )
-from aiogram.types import ReplyParameters, Update, User
+from aiogram.types import InlineKeyboardButton, InlineKeyboardMarkup, Message, ReplyParameters, Update, User
 from fastapi import APIRouter, Request, Response
 from pydantic import ValidationError
 
@@ -35,6 +35,7 @@ from channels.outbound_retry import RetryPolicy, send_with_retry
 from channels.render import html_to_text, render
 from channels.telegram.updates import (
     CHANNEL,
+    ButtonPress,
     ChatTarget,
     ChatText,
     Ignored,
@@ -65,7 +66,7 @@ WEBHOOK_PATH = "/channels/telegram/webhook"
 # what the OpenAPI document says this vendor sends here (the routes read raw bodies)
 WEBHOOKS = {WEBHOOK_PATH: webhook_docs.TELEGRAM_UPDATE}
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
-ALLOWED_UPDATES = ["message", "edited_message"]
+ALLOWED_UPDATES = ["message", "edited_message", "callback_query"]
 CAPABILITIES = TELEGRAM
 UNPARSABLE = "can't parse entities"  # Telegram's 400 for HTML it cannot read
 
@@ -91,6 +92,13 @@ class TelegramSink:
         self.bot = bot
         self.target = target
         self.policy = policy
+        self.keyboard: InlineKeyboardMarkup | None = None
+
+    def offer(self, choices: list[str]) -> None:
+        """The reply's answers as an inline keyboard (a proposed action's Yes / No): a press is the person's
+        next message (``updates.ButtonPress``)."""
+        self.keyboard = InlineKeyboardMarkup(inline_keyboard=[
+            [InlineKeyboardButton(text=c, callback_data=c[:64]) for c in choices]])
 
     async def delta(self, text: str) -> None:  # pragma: no cover - not streaming
         raise NotImplementedError
@@ -109,7 +117,7 @@ class TelegramSink:
                                                reply_parameters=reply, **markup), "sendMessage")
 
         try:
-            sent = await send(part)
+            sent = await send(part, **({"reply_markup": self.keyboard} if self.keyboard is not None else {}))
         except ChannelRejected as exc:
             if UNPARSABLE not in exc.message.lower():
                 raise
@@ -208,7 +216,10 @@ class TelegramAdapter:
         return await self.accept_update(self._update(delivery), delivery_id=delivery.id)
 
     def sink_for(self, delivery: Delivery) -> TelegramSink:
-        msg = self._update(delivery).message
+        update = self._update(delivery)
+        msg = update.message
+        if msg is None and update.callback_query is not None and isinstance(update.callback_query.message, Message):
+            msg = update.callback_query.message  # a button press: the reply goes to that chat
         if msg is None:
             raise DeliveryRejected("a Telegram update without a message has no reply target")
         return TelegramSink(self.bot, target_of(msg), self.policy)
@@ -218,6 +229,8 @@ class TelegramAdapter:
         if isinstance(event, Ignored):
             log.debug("telegram update %s ignored: %s", update.update_id, event.reason)
             return None
+        if isinstance(event, ButtonPress):
+            await self._pressed(event)
         if isinstance(event, ChatText):
             turn = await self.context.pipeline.accept(event.inbound, delivery_id=delivery_id)
             return None if turn is None else TurnWork(turn, TelegramSink(self.bot, event.target, self.policy))
@@ -232,6 +245,16 @@ class TelegramAdapter:
             text = self.settings.channel_unsupported_message
         sink = TelegramSink(self.bot, event.target, self.policy)
         return SendWork(lambda: sink.say(text), what=f"telegram canned reply to update {update.update_id}")
+
+    async def _pressed(self, press: ButtonPress) -> None:
+        """Answer the button press (Telegram shows a spinner until then) and take the keyboard off the bot's
+        message, so it is pressed once. Best effort: the press is the person's message whatever happens."""
+        try:
+            await _call(self.bot.answer_callback_query(press.callback_id), "answerCallbackQuery")
+            await _call(self.bot.edit_message_reply_markup(chat_id=press.chat_id, message_id=press.message_id,
+                                                           reply_markup=None), "editMessageReplyMarkup")
+        except ChannelDeliveryError as exc:
+            log.warning("telegram button press %s: %s", press.callback_id, exc)
 
     async def _restart(self, event: StartCommand) -> None:
         """``/start`` ends the chat's current conversation; the next message begins a fresh one."""

@@ -1,9 +1,10 @@
 """Telegram ``Update`` → what the adapter should do with it. The only place Telegram payloads are read.
 
-Private chats always reach the bot; in groups only messages that mention it (``@username`` or a
-text mention) or reply to one of its messages do. Captions count as text; a message with no text
-(photo, voice note, sticker, location …) gets a plain answer. File URLs are never built here:
-attachments keep the ``file_id`` only (a download URL carries the bot token).
+A press of one of the bot's inline buttons (a ``callback_query``: a proposed action's Yes / No) is the
+presser's next message, its text the button's data. Private chats always reach the bot; in groups only
+messages that mention it (``@username`` or a text mention) or reply to one of its messages do. Captions
+count as text; a message with no text (photo, voice note, sticker, location …) gets a plain answer. File
+URLs are never built here: attachments keep the ``file_id`` only (a download URL carries the bot token).
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from aiogram.types import Message, Update, User
 from gateway.channel import Attachment, InboundMessage
 
 __all__ = [
-    "ChatText", "ChatTarget", "Ignored", "StartCommand", "TelegramEvent", "Unsupported", "chat_key", "read_update",
-    "target_of",
+    "ButtonPress", "ChatText", "ChatTarget", "Ignored", "StartCommand", "TelegramEvent", "Unsupported", "chat_key",
+    "read_update", "target_of",
 ]
 
 CHANNEL = "telegram"
@@ -56,6 +57,16 @@ class StartCommand:
 class ChatText:
     target: ChatTarget
     inbound: InboundMessage
+
+
+@dataclass(frozen=True)
+class ButtonPress(ChatText):
+    """A press of an inline button: answered (``callback_id``) and its keyboard removed from the bot's message
+    (``chat_id``, ``message_id``); ``inbound`` is what the person said by pressing it."""
+
+    callback_id: str = ""
+    chat_id: int = 0
+    message_id: int = 0
 
 
 TelegramEvent = Ignored | Unsupported | StartCommand | ChatText
@@ -107,6 +118,8 @@ def _addressed_to_bot(msg: Message, me: User) -> tuple[bool, str]:
 def chat_key(update: Update) -> str:
     """The chat (and forum topic) an update belongs to: its deliveries are answered in order."""
     msg = update.message or update.edited_message
+    if msg is None and update.callback_query is not None and isinstance(update.callback_query.message, Message):
+        msg = update.callback_query.message  # a button pressed under the bot's message in that chat
     if msg is None:
         return "updates"
     topic = msg.message_thread_id if msg.is_topic_message else None
@@ -120,7 +133,23 @@ def target_of(msg: Message) -> ChatTarget:
     return ChatTarget(msg.chat.id, topic, None if private else msg.message_id)
 
 
+def _pressed(update: Update) -> TelegramEvent:
+    press = update.callback_query
+    assert press is not None
+    msg = press.message
+    if not isinstance(msg, Message) or not press.data or press.from_user.is_bot:
+        return Ignored("button press without its message or data")
+    topic = msg.message_thread_id if msg.is_topic_message else None
+    inbound = InboundMessage(channel=CHANNEL, external_user_id=str(press.from_user.id),
+                             external_message_id=str(update.update_id), identity=f"telegram:{press.from_user.id}",
+                             text=press.data[:64], thread=chat_key(update), display_name=press.from_user.full_name)
+    return ButtonPress(ChatTarget(msg.chat.id, topic), inbound, callback_id=press.id, chat_id=msg.chat.id,
+                       message_id=msg.message_id)
+
+
 def read_update(update: Update, me: User) -> TelegramEvent:
+    if update.callback_query is not None:
+        return _pressed(update)
     msg = update.message
     if msg is None:
         kind = "edit" if update.edited_message or update.edited_channel_post else "other update"

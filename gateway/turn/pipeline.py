@@ -496,6 +496,8 @@ class TurnPipeline:
                 delivery=DeliveryStatus.PENDING,
                 sources=turn.sources,
             )
+        if reply.choices and callable(offer := getattr(sink, "offer", None)):
+            offer(reply.choices)  # buttons where the channel has them (a proposed action's Yes / No)
         if intent is SendIntent.FIRST or isinstance(sink, IdempotentSink):
             delivery = await self._deliver(sink, planned.text, key=turn.trace.turn_id)
             agent_message.delivery = (DeliveryStatus.INTERRUPTED if delivery.interrupted
