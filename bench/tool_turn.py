@@ -33,7 +33,7 @@ from pathlib import Path
 import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.harness import free_port, wait_http, wait_port  # noqa: E402
+from bench.harness import free_port, stop_all, wait_http, wait_port  # noqa: E402
 from bench.turn_overhead import MODEL, PY, QUESTIONS, clean, process_cpu_ms, start  # noqa: E402
 
 UNIQUE = list(dict.fromkeys(QUESTIONS))  # the dev set repeats questions: each asked once
@@ -151,8 +151,7 @@ def main() -> int:
     procs = [start([PY, "bench/instant_llm.py", str(llm_port)], {}),
              start([PY, "bench/instant_mcp.py", str(mcp_port), "600"], {})]  # slow_lookup: hangs
     try:
-        profile = ["-m", "cProfile", "-o", os.environ["BENCH_PROFILE"]] if os.environ.get("BENCH_PROFILE") else []
-        gateway = start([PY, *profile, "-m", "gateway", "serve", "--port", str(port)], env)
+        gateway = start([PY, "-m", "gateway", "serve", "--port", str(port)], env)
         procs.append(gateway)
         base = f"http://127.0.0.1:{port}"
         wait_port(llm_port)
@@ -175,13 +174,7 @@ def main() -> int:
         rss_before, rss_after, hostile_seen = hostile(base, redis_url, agent, gateway.pid)
         plain_cpu = (plain_cpu + again_cpu) / 2
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(10)
-            except Exception:
-                p.kill()
+        stop_all(procs)
         clean(redis_url, agent)
     calls = statistics.mean(len(t["tool_calls"]) for t in tool)
     assert calls >= 1 and all(c["error"] is None for t in tool for c in t["tool_calls"]), tool[0]["tool_calls"]
