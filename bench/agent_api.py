@@ -31,7 +31,7 @@ import redis
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.harness import free_port, wait_http  # noqa: E402
+from bench.harness import free_port, stop_all, wait_http  # noqa: E402
 
 PY = sys.executable
 MODEL = ROOT.parent / "shared" / "models" / "all-MiniLM-L6-v2"
@@ -124,13 +124,7 @@ def part_a(args) -> None:
         plain = asyncio.run(load(base, [invoke] * 50, auth, body, args.duration, False))
         streamed = asyncio.run(load(base, [invoke + "-stream"] * 50, auth, body, args.duration, True))
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_all(procs)
         r = redis.Redis.from_url(redis_url)
         for pattern in (f"sb:{agent}:*", "sb:floor:*", f"rq:*sb:{agent}:*"):
             keys = list(r.scan_iter(match=pattern, count=1000))

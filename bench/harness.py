@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import subprocess
 import time
 import urllib.request
 
@@ -34,3 +35,14 @@ def wait_port(port: int, timeout_s: float = 60) -> None:
         except OSError:
             time.sleep(0.1)
     raise RuntimeError(f"nothing answered on port {port} within {timeout_s:.0f} s")
+
+
+def stop_all(procs: list[subprocess.Popen]) -> None:
+    """Terminate the benchmark's processes, killing any that has not stopped within 10 s."""
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()

@@ -36,7 +36,7 @@ import aiohttp
 import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.harness import free_port, wait_http, wait_port  # noqa: E402
+from bench.harness import free_port, stop_all, wait_http, wait_port  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -269,13 +269,7 @@ def main() -> int:
         for mode in modes:
             results[mode] = run_gateway(mode, redis_url, llm_url, args.duration)
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_all(procs)
         clean(redis_url, "floor")
 
     print(f"turn overhead — instant fake LLM, Redis {redis_url}, {args.duration:.0f}s per phase")

@@ -53,6 +53,7 @@ from gateway.turn.ports import (
     TemplateSink,
     TranscriptSink,
 )
+from gateway.turn.responders import ToolEvent
 from gateway.turn.runner import TurnRunner
 
 if TYPE_CHECKING:
@@ -65,7 +66,7 @@ __all__ = [
     "InboundMessage", "InboxHandler", "InvalidInput", "InvalidJSON", "JSONBodyRoute", "Markup", "Message",
     "MessageTemplate", "TemplateSink",
     "NotFound", "PUBLIC", "PayloadTooLarge", "RateLimited", "RatedSink", "RedisStore", "ReplySink", "Role", "SendWork",
-    "ServiceUnavailable", "Settings", "SourceRef", "TranscriptSink", "Turn", "TurnOutcome", "TurnRunner",
+    "ServiceUnavailable", "Settings", "SourceRef", "ToolEvent", "TranscriptSink", "Turn", "TurnOutcome", "TurnRunner",
     "TurnWork", "Unauthorized", "Voter",
     "Work", "bearer_token", "chat_page_policy", "client_address", "decode_json", "describe_operation", "failure",
     "webhook_operation", "VendorUnreachable", "delivery_id", "order_key", "scope_identity", "scope_thread", "scoped",

@@ -244,7 +244,8 @@ class Services:
         keys = secret_keys(settings, create=True)  # embedded mode: generated into the data dir once
         box = CredentialBox(keys.raw, keys.generated_file)
         tool_policy = OutboundPolicy.parse(settings.outbound_allow_hosts, resolver)
-        tool_sources = ToolSources(ToolSourceStore(store, box), McpClient(tool_policy), tool_policy)
+        mcp_client = McpClient(tool_policy)
+        tool_sources = ToolSources(ToolSourceStore(store, box), mcp_client, tool_policy)
         agents = AgentStore(store, unknown_tools=tool_sources.unknown)
         channel_agent = ChannelAgent(agents, settings.agent_id, citations=policy_of(settings))
         rag = PrepareRagContext(settings, knowledge, persona_attributes, memory, queues["rag"], rag_modes,
@@ -273,7 +274,7 @@ class Services:
                        AgentTools(channel_agent, tool_sources)],  # tools (issue 40): the agent's tools
             handoffs=handoffs,
         )
-        pipeline.tool_loop = ToolLoop(settings, llm, ToolJournal(store))
+        pipeline.tool_loop = ToolLoop(settings, llm, ToolJournal(store), handoffs)
         pipeline.closing_writes.append(live.closing_writes)
         insight = Insight.build(settings, store, metrics, box, tool_policy)
         pipeline.turn_writes.append(insight.outcomes.turn_into)
@@ -320,6 +321,7 @@ class Services:
         if settings.demo:
             services.on_start.append(lambda: load_demo_knowledge(knowledge, customer_attributes))
         services.turns = TurnRunner(pipeline, store, metrics, drain_timeout_s=settings.turn_drain_timeout_s)
+        services.on_stop.append(mcp_client.aclose)  # (stop hooks run last first) after the turns stop
         services.on_stop.append(services.turns.stop)
         services.inbox = Inbox(redis, store, order_idle_ttl_s=settings.order_idle_ttl_s,
                                retry_window=RetryWindow.from_settings(settings))

@@ -17,7 +17,7 @@ from aiogram import Bot
 from aiogram.client.default import DefaultBotProperties
 from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import TelegramAPIServer
-from aiogram.types import ReplyParameters, Update, User
+from aiogram.types import InlineKeyboardButton, InlineKeyboardMarkup, Message, ReplyParameters, Update, User
 from fastapi import APIRouter, Request, Response
 from pydantic import ValidationError
 
@@ -28,14 +28,16 @@ from channels.errors import ChannelRateLimited, ChannelRejected, ChannelUnavaila
 from channels.outbound_retry import RetryPolicy, send_with_retry
 from channels.render import html_to_text, render
 from channels.telegram.api import call as _call
-from channels.telegram.buttons import Buttons
+from channels.telegram.buttons import Buttons, take_choice
 from channels.telegram.ratings import PREFIX as RATING_PREFIX
 from channels.telegram.ratings import TelegramRatings, keyboard
 from channels.telegram.updates import (
     CHANNEL,
+    CHOICE_PREFIX,
     ButtonPress,
     ChatTarget,
     ChatText,
+    ChoicePress,
     Ignored,
     StartCommand,
     Unsupported,
@@ -79,6 +81,13 @@ class TelegramSink:
         self.target = target
         self.policy = policy
         self.buttons = buttons  # 👍 / 👎 under a turn's reply (SWITCHBOARD_FEEDBACK_BUTTONS)
+        self.keyboard: InlineKeyboardMarkup | None = None
+
+    def offer(self, choices: list[str]) -> None:
+        """The reply's answers as an inline keyboard (a proposed action's Yes / No): a press is the person's
+        next message (``updates.ChoicePress``)."""
+        self.keyboard = InlineKeyboardMarkup(inline_keyboard=[
+            [InlineKeyboardButton(text=c, callback_data=f"{CHOICE_PREFIX}{c}"[:64]) for c in choices]])
 
     async def delta(self, text: str) -> None:  # pragma: no cover - not streaming
         raise NotImplementedError
@@ -91,7 +100,8 @@ class TelegramSink:
         reply = None
         if self.target.reply_to is not None:
             reply = ReplyParameters(message_id=self.target.reply_to, allow_sending_without_reply=True)
-        keys = keyboard(rates) if rates is not None else None
+        # a proposed action's choices, else (on the reply's last part) the rating buttons
+        keys = self.keyboard if self.keyboard is not None else keyboard(rates) if rates is not None else None
 
         def send(text: str, **markup):
             return _call(self.bot.send_message(self.target.chat_id, text, message_thread_id=self.target.thread_id,
@@ -206,7 +216,10 @@ class TelegramAdapter:
         return await self.accept_update(self._update(delivery), delivery_id=delivery.id)
 
     def sink_for(self, delivery: Delivery) -> TelegramSink:
-        msg = self._update(delivery).message
+        update = self._update(delivery)
+        msg = update.message
+        if msg is None and update.callback_query is not None and isinstance(update.callback_query.message, Message):
+            msg = update.callback_query.message  # a button press: the reply goes to that chat
         if msg is None:
             raise DeliveryRejected("a Telegram update without a message has no reply target")
         return self._sink(target_of(msg))
@@ -219,6 +232,8 @@ class TelegramAdapter:
         if isinstance(event, Ignored):
             log.debug("telegram update %s ignored: %s", update.update_id, event.reason)
             return None
+        if isinstance(event, ChoicePress):
+            await take_choice(self.bot, event)
         if isinstance(event, ChatText):
             turn = await self.context.pipeline.accept(event.inbound, delivery_id=delivery_id)
             return None if turn is None else TurnWork(turn, self._sink(event.target))

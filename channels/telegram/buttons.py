@@ -5,15 +5,19 @@ answered, with a short notice, so the user's button stops spinning."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 
 from aiogram import Bot
 
 from channels.outbound_retry import RetryPolicy, send_with_retry
 from channels.telegram.api import call
-from channels.telegram.updates import ButtonPress
+from channels.telegram.updates import ButtonPress, ChoicePress
+from gateway.channel import ChannelDeliveryError
 
-__all__ = ["ButtonHandler", "Buttons", "answer"]
+__all__ = ["ButtonHandler", "Buttons", "answer", "take_choice"]
+
+log = logging.getLogger(__name__)
 
 UNKNOWN_BUTTON = "This button no longer does anything."
 
@@ -41,3 +45,15 @@ class Buttons:
                 await handler(bot, press, connection_id)
                 return
         await answer(bot, press, UNKNOWN_BUTTON, self.policy)
+
+
+async def take_choice(bot: Bot, press: ChoicePress) -> None:
+    """A reply's choice pressed: the press answered (Telegram shows a spinner until then) and the keyboard
+    taken off the bot's message, so it is pressed once. Best effort: the press is the person's next message
+    whatever happens here."""
+    try:
+        await call(bot.answer_callback_query(press.callback_id), "answerCallbackQuery")
+        await call(bot.edit_message_reply_markup(chat_id=press.chat_id, message_id=press.message_id,
+                                                 reply_markup=None), "editMessageReplyMarkup")
+    except ChannelDeliveryError as exc:
+        log.warning("telegram choice pressed (%s): %s", press.callback_id, exc)

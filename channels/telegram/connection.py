@@ -16,7 +16,7 @@ from aiogram.client.default import DefaultBotProperties
 from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import TelegramAPIServer
 from aiogram.exceptions import TelegramAPIError, TelegramNetworkError, TelegramRetryAfter, TelegramServerError
-from aiogram.types import Update, User
+from aiogram.types import Message, Update, User
 from fastapi import Request, Response
 from pydantic import ValidationError
 
@@ -25,13 +25,14 @@ from channels.delivery import reject_unverified
 from channels.errors import ChannelRejected
 from channels.outbound_retry import RetryPolicy
 from channels.telegram.adapter import ALLOWED_UPDATES, CAPABILITIES, SECRET_HEADER, TelegramSink, _call
-from channels.telegram.buttons import Buttons
+from channels.telegram.buttons import Buttons, take_choice
 from channels.telegram.ratings import PREFIX as RATING_PREFIX
 from channels.telegram.ratings import TelegramRatings
 from channels.telegram.updates import (
     CHANNEL,
     ButtonPress,
     ChatText,
+    ChoicePress,
     Ignored,
     StartCommand,
     Unsupported,
@@ -145,6 +146,8 @@ class TelegramConnections:
         event = read_update(update, await self._me_of(connection))
         if isinstance(event, Ignored):
             return None
+        if isinstance(event, ChoicePress):
+            await take_choice(bot, event)
         if isinstance(event, ChatText):
             turn = await self.context.pipeline.accept(scoped(event.inbound, connection), delivery_id=delivery.id)
             sink = ConnectionTelegramSink(bot, event.target, self.policy, self.context, connection)
@@ -169,7 +172,10 @@ class TelegramConnections:
 
     def sink_for(self, delivery: Delivery, connection: Connection) -> ConnectionTelegramSink:
         bot = self.bot(connection)
-        msg = self._update(delivery, bot).message
+        update = self._update(delivery, bot)
+        msg = update.message
+        if msg is None and update.callback_query is not None and isinstance(update.callback_query.message, Message):
+            msg = update.callback_query.message  # a choice pressed: the reply goes to that chat
         if msg is None:
             raise DeliveryRejected("a Telegram update without a message has no reply target")
         return ConnectionTelegramSink(bot, target_of(msg), self.policy, self.context, connection)

@@ -1,9 +1,11 @@
 """Telegram ``Update`` → what the adapter should do with it. The only place Telegram payloads are read.
 
-Private chats always reach the bot; in groups only messages that mention it (``@username`` or a
-text mention) or reply to one of its messages do. Captions count as text; a message with no text
-(photo, voice note, sticker, location …) gets a plain answer. File URLs are never built here:
-attachments keep the ``file_id`` only (a download URL carries the bot token).
+A press of one of a reply's choice buttons (a ``callback_query`` whose data is ``ch:`` and a proposed
+action's Yes / No) is the presser's next message, its text the choice; any other press (the rating
+buttons) is a ``ButtonPress`` for the adapter's button handlers. Private chats always reach the bot; in groups only
+messages that mention it (``@username`` or a text mention) or reply to one of its messages do. Captions
+count as text; a message with no text (photo, voice note, sticker, location …) gets a plain answer. File
+URLs are never built here: attachments keep the ``file_id`` only (a download URL carries the bot token).
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ from aiogram.types import Message, Update, User
 from gateway.channel import Attachment, InboundMessage
 
 __all__ = [
-    "ButtonPress", "ChatText", "ChatTarget", "Ignored", "StartCommand", "TelegramEvent", "Unsupported", "chat_key",
-    "read_update", "target_of",
+    "CHOICE_PREFIX", "ButtonPress", "ChatText", "ChatTarget", "ChoicePress", "Ignored", "StartCommand", "TelegramEvent",
+    "Unsupported", "chat_key", "read_update", "target_of",
 ]
 
 CHANNEL = "telegram"
+CHOICE_PREFIX = "ch:"  # a reply's choice buttons' data (a proposed action's Yes / No): ``ch:Yes``
 _NON_TEXT = ("photo", "voice", "video_note", "video", "audio", "document", "sticker", "animation",
              "location", "venue", "contact", "poll", "dice")
 
@@ -70,6 +73,17 @@ class ButtonPress:
     message_id: int | None  # the bot's message the keyboard is under
 
 
+@dataclass(frozen=True)
+class ChoicePress(ChatText):
+    """A press of one of a reply's choices (a proposed action's Yes / No, data ``CHOICE_PREFIX`` + the
+    choice): the person's next message (``inbound``), once the press is answered (``callback_id``) and the
+    keyboard taken off the bot's message (``chat_id``, ``message_id``)."""
+
+    callback_id: str = ""
+    chat_id: int = 0
+    message_id: int = 0
+
+
 TelegramEvent = Ignored | Unsupported | StartCommand | ChatText | ButtonPress
 
 
@@ -118,7 +132,9 @@ def _addressed_to_bot(msg: Message, me: User) -> tuple[bool, str]:
 
 def chat_key(update: Update) -> str:
     """The chat (and forum topic) an update belongs to: its deliveries are answered in order."""
-    msg = update.message or update.edited_message or (update.callback_query.message if update.callback_query else None)
+    msg = update.message or update.edited_message
+    if msg is None and update.callback_query is not None and isinstance(update.callback_query.message, Message):
+        msg = update.callback_query.message  # a button pressed under the bot's message in that chat
     if msg is None:
         return "updates"
     topic = msg.message_thread_id if getattr(msg, "is_topic_message", None) else None
@@ -142,9 +158,25 @@ def target_of(msg: Message) -> ChatTarget:
     return ChatTarget(msg.chat.id, topic, None if private else msg.message_id)
 
 
+def _chosen(update: Update) -> TelegramEvent:
+    press = update.callback_query
+    assert press is not None
+    msg = press.message
+    if not isinstance(msg, Message) or not press.data or press.from_user.is_bot:
+        return Ignored("button press without its message or data")
+    topic = msg.message_thread_id if msg.is_topic_message else None
+    inbound = InboundMessage(channel=CHANNEL, external_user_id=str(press.from_user.id),
+                             external_message_id=str(update.update_id), identity=f"telegram:{press.from_user.id}",
+                             text=press.data[len(CHOICE_PREFIX):][:64], thread=chat_key(update),
+                             display_name=press.from_user.full_name)
+    return ChoicePress(ChatTarget(msg.chat.id, topic), inbound, callback_id=press.id, chat_id=msg.chat.id,
+                       message_id=msg.message_id)
+
+
 def read_update(update: Update, me: User) -> TelegramEvent:
     if update.callback_query is not None:
-        return _press(update)
+        data = update.callback_query.data or ""
+        return _chosen(update) if data.startswith(CHOICE_PREFIX) else _press(update)
     msg = update.message
     if msg is None:
         kind = "edit" if update.edited_message or update.edited_channel_post else "other update"

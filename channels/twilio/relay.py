@@ -30,7 +30,13 @@ from twilio.request_validator import RequestValidator
 from channels.connection_capabilities import relay_capabilities
 from channels.twilio.line import Line
 from channels.twilio.relay_tickets import RELAY_PATH, TICKET_PARAM, RelayTicket, RelayTickets, relay_url
-from gateway.channel import ChannelContext, DeliveryReport, InvalidJSON, decode_json
+from gateway.channel import (
+    ChannelContext,
+    DeliveryReport,
+    InvalidJSON,
+    ToolEvent,
+    decode_json,
+)
 
 __all__ = ["CHANNEL", "MAX_TURNS_IN_FLIGHT", "MAX_WORD_CHARS", "RELAY_PATH", "RelaySink", "TwilioRelayAdapter",
            "build", "relay_of", "relay_url", "speakable"]
@@ -75,8 +81,14 @@ class _Words:
         return speakable(ready)
 
 
+FILLER = "One moment while I check. "  # said once a turn when a tool call runs longer than FILLER_AFTER_S
+FILLER_AFTER_S = 1.0
+
+
 class RelaySink:
-    """Speaks a turn's reply on the call's socket; stops at once when the caller interrupts."""
+    """Speaks a turn's reply on the call's socket; stops at once when the caller interrupts. A tool call
+    still running after ``FILLER_AFTER_S`` makes the caller hear ``FILLER`` (once: the sink is the turn's),
+    so the line is not silent; it is not part of the reply (not stored as said)."""
 
     streaming = True
     channel = CHANNEL
@@ -89,6 +101,22 @@ class RelaySink:
         self.interrupted = asyncio.Event()
         self.streamed = False
         self.left = False  # the caller hung up before the reply was finished (insight: abandoned)
+        self.running_tools = 0
+        self.filler: asyncio.Task | None = None  # waiting to say FILLER; done once said (or not needed)
+
+    async def tool_event(self, event: ToolEvent) -> None:
+        self.running_tools += 1 if event.kind == "call" else -1
+        if event.kind == "call" and self.filler is None:
+            self.filler = asyncio.ensure_future(self._fill())
+        elif self.running_tools <= 0 and self.filler is not None and not self.filler.done():
+            self.filler.cancel()
+            self.filler = None  # a later call this turn may still need it
+
+    async def _fill(self) -> None:
+        await asyncio.sleep(FILLER_AFTER_S)
+        if self.running_tools > 0 and not self.interrupted.is_set():
+            with suppress(WebSocketDisconnect, RuntimeError):
+                await self.ws.send_json({"type": "text", "token": FILLER, "last": False})
 
     async def _send(self, token: str, last: bool) -> None:
         if self.interrupted.is_set():
@@ -103,6 +131,8 @@ class RelaySink:
             await self._send(token, last=False)
 
     async def deliver(self, text: str) -> DeliveryReport:
+        if self.filler is not None and not self.filler.done():
+            self.filler.cancel()
         if self.interrupted.is_set():  # what was heard is stored, marked interrupted; nothing more is said
             return DeliveryReport(delivered=True, interrupted=True, left=self.left)
         tail = self.words.rest() if self.streamed else speakable(text)

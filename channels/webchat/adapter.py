@@ -29,6 +29,7 @@ from gateway.channel import (
     PayloadTooLarge,
     RateLimited,
     Role,
+    ToolEvent,
     TranscriptSink,
     Turn,
     TurnOutcome,
@@ -87,6 +88,11 @@ class _SocketSink:
             await self.ws.send_json({"type": "delta", "text": text})
         except (WebSocketDisconnect, RuntimeError, OSError):
             self.left = True
+
+    async def tool_event(self, event: ToolEvent) -> None:
+        """While a tool runs the page shows what the agent is doing (``progress``; ``text`` null: done)."""
+        text = f"Checking {event.name}\u2026" if event.kind == "call" else None
+        await self.ws.send_json({"type": "progress", "tool": event.name, "text": text})
 
     async def deliver(self, text: str) -> DeliveryReport:
         # the final frame follows with the turn id; a visitor who left finds the reply in the transcript
@@ -148,7 +154,7 @@ def _outcome_json(outcome: TurnOutcome) -> dict:
         return {"reply": None, "handed_off": True, "sources": [], "turn_id": outcome.turn.trace.turn_id}
     return {
         "reply": {"text": outcome.reply.text, "message_id": msg.id, "created_at": msg.created_at.isoformat(),
-                  "conversation_id": msg.conversation_id},
+                  "conversation_id": msg.conversation_id, "choices": outcome.reply.choices},
         "sources": sources_json(msg),
         "turn_id": outcome.turn.trace.turn_id,
     }

@@ -6,6 +6,7 @@ from __future__ import annotations
 from gateway.agents.channel_agent import ChannelAgent
 from gateway.tools.service import ToolSources
 from gateway.turn.pipeline import Turn
+from gateway.turn.tools import BUILTIN_TOOLS, with_builtins
 
 __all__ = ["AgentTools"]
 
@@ -17,5 +18,7 @@ class AgentTools:
 
     async def prepare(self, turn: Turn) -> None:
         choices = await self.agent.tools(turn.inbound.agent)
-        turn.tools = await self.sources.for_turn([c.name for c in choices],
-                                                 confirm=frozenset(c.name for c in choices if c.confirm))
+        names = [c.name for c in choices]
+        turn.tools = with_builtins(await self.sources.for_turn([n for n in names if n not in BUILTIN_TOOLS],
+                                                               confirm=frozenset(c.name for c in choices if c.confirm)),
+                                   names)

@@ -50,9 +50,10 @@ class CitationsConfig(_Camel):
 
 
 class ToolChoice(_Camel):
-    """A tool the agent may call (issue 40): ``crm.book_table``, or ``crm.*`` for every tool of a source."""
+    """A tool the agent may call (issue 40): ``crm.book_table``, or ``crm.*`` for every tool of a source, or a
+    built-in one (``handoff``: ask for a person)."""
 
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,39}\.\S{1,200}$")
+    name: str = Field(pattern=r"^([a-z0-9][a-z0-9_-]{0,39}\.\S{1,200}|handoff)$")
     confirm: bool = False  # proposed to the customer first, called on their yes in the next turn
 
 

@@ -25,7 +25,7 @@ from gateway.agents.guardrails import Guardrails
 from gateway.agents.plan import AgentPlan
 from gateway.conversation.store import RedisStore
 from gateway.core.errors import BadRequest
-from gateway.core.models import DeliveryStatus, InboundMessage, Message, Role, SourceRef, TokenUsage
+from gateway.core.models import DeliveryStatus, InboundMessage, Message, Role, SourceRef, TokenUsage, ToolCallTrace
 from gateway.core.settings import Settings
 from gateway.knowledge.citing import document_urls
 from gateway.knowledge.kb_tool import ToolSupport
@@ -33,6 +33,8 @@ from gateway.tools.service import ToolSources
 from gateway.turn.llm import LLMClient
 from gateway.turn.pipeline import Turn, TurnOutcome, TurnPipeline
 from gateway.turn.ports import Capabilities, DeliveryReport
+from gateway.turn.responders import ToolEvent, ToolListener
+from gateway.turn.tools import BUILTIN_TOOLS, with_builtins
 from rag_core.retrieval import Hit
 
 # The API key of the request being served (set where the key is checked): the turn's cost is the key's.
@@ -85,6 +87,7 @@ class InvokeResult:
     outputs: dict = field(default_factory=dict)  # what the checks and guardrails did, for customOutputs
     held: str | None = None  # why the agent did not answer (an operator has the conversation), or None
     operator_replies: list[OperatorReply] = field(default_factory=list)
+    tool_calls: list[ToolCallTrace] = field(default_factory=list)  # the turn's tool calls, in order
 
 
 def _doc_of(source: str) -> str:
@@ -112,10 +115,15 @@ class AnswerSink:
 
     channel = CHANNEL
 
-    def __init__(self, on_delta: Delta | None = None) -> None:
+    def __init__(self, on_delta: Delta | None = None, on_tool: ToolListener | None = None) -> None:
         self.on_delta = on_delta
+        self.on_tool = on_tool
         self.streaming = on_delta is not None
         self.streamed = False
+
+    async def tool_event(self, event: ToolEvent) -> None:
+        if self.on_tool is not None:
+            await self.on_tool(event)
 
     async def delta(self, text: str) -> None:
         assert self.on_delta is not None
@@ -151,7 +159,8 @@ class AgentInvoker:
         return [{**m, "content": guard.incoming(m["content"])} for m in messages]  # before anything stores it
 
     async def invoke(self, version: AgentVersion, config: AgentConfig, messages: list[dict],
-                     session_id: str | None, on_delta: Delta | None = None, caller: str | None = None) -> InvokeResult:
+                     session_id: str | None, on_delta: Delta | None = None, caller: str | None = None,
+                     on_tool: ToolListener | None = None) -> InvokeResult:
         """``caller``: who the end user is, as the caller names them (OpenAI's ``user``): the persona's name in
         the console; without it the persona is named after the agent."""
         guard = Guardrails(config.guardrails, self.settings.blocked_terms)
@@ -171,10 +180,12 @@ class AgentInvoker:
             await self._seed(turn, messages[:-1])
         plan.memory_since = turn.conversation.started_at  # memory is this conversation's
         if self.tools is not None and config.tools:  # the version's tools, with its model (gateway.turn.tools)
-            turn.tools = await self.tools.for_turn([t.name for t in config.tools], plan.responder.options(),
-                                                   frozenset(t.name for t in config.tools if t.confirm))
+            names = [t.name for t in config.tools]
+            turn.tools = with_builtins(await self.tools.for_turn(
+                [n for n in names if n not in BUILTIN_TOOLS], plan.responder.options(),
+                frozenset(t.name for t in config.tools if t.confirm)), names)
         try:
-            outcome = await self.pipeline.run(turn, AnswerSink(on_delta))
+            outcome = await self.pipeline.run(turn, AnswerSink(on_delta, on_tool))
         except BaseException:
             await self.store.save_trace(turn.trace)  # what it got to, and the model's error, for the console
             raise
@@ -210,6 +221,7 @@ class AgentInvoker:
             conversation_id=turn.conversation.id, outputs=plan.outputs,
             held=trace.suppressed if outcome.suppressed else None,
             operator_replies=_operator_replies(recent, turn.user_message),
+            tool_calls=list(trace.tool_calls) if not outcome.suppressed else [],
         )
 
 

@@ -20,6 +20,7 @@ from gateway.agents.definitions import AgentCreate, AgentDefinition, AgentVersio
 from gateway.conversation.store import RedisStore
 from gateway.core.errors import Conflict, InvalidInput, NotFound
 from gateway.core.models import new_id, utcnow
+from gateway.turn.tools import BUILTIN_TOOLS
 
 __all__ = ["LATEST", "AgentStore", "UnknownTool"]
 
@@ -76,7 +77,7 @@ class AgentStore:
         """A tool the definition names newly must be listed by a tool source (one named before stays,
         so a source that is gone does not block unrelated edits)."""
         before = {t.name for t in current.config.tools} if current is not None else set()
-        new = [t.name for t in definition.config.tools if t.name not in before]
+        new = [t.name for t in definition.config.tools if t.name not in before and t.name not in BUILTIN_TOOLS]
         if not new or self.unknown_tools is None:
             return
         unknown = await self.unknown_tools(new)

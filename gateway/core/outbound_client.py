@@ -62,13 +62,16 @@ class OutboundBlocked(httpx.TransportError):
 
 
 class GuardedTransport(httpx.AsyncBaseTransport):
-    def __init__(self, policy: OutboundPolicy, max_bytes: int, max_ratio: float = 100.0) -> None:
+    def __init__(self, policy: OutboundPolicy, max_bytes: int, max_ratio: float = 100.0,
+                 keep_alive: bool = False) -> None:
         self.policy = policy
         self.max_bytes = max_bytes
         self.limits = BodyLimits(max_bytes, max_ratio)
         # A pinned request's URL holds the checked IP address, so a kept-alive connection could carry a
-        # request for another name on that IP without its certificate being checked: no keep-alive.
-        self._inner = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_keepalive_connections=0))
+        # request for another name on that IP without its certificate being checked: no keep-alive, unless
+        # every request of this transport is for one URL's host (``keep_alive``: an MCP source's session).
+        limits = httpx.Limits(max_keepalive_connections=8 if keep_alive else 0)
+        self._inner = httpx.AsyncHTTPTransport(limits=limits)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         url = str(request.url)

@@ -5,8 +5,11 @@ Every ``{agent_id}`` may be the agent's id or its name. Errors are ``{"status", 
 a refused agent definition or invocation is a 400, an invocation naming an unknown field a 422.
 ``invoke`` answers with an ``id`` (the turn's, as the console's trace shows it) and ``usage``.
 ``invoke-stream`` answers newline-delimited JSON: ``{"object": "response.delta", "text"}`` objects
-whose texts concatenate to the answer, then one ``{"object": "response.completed", ...}`` with
-``customOutputs``. A failure after the stream began cannot change the 200 already sent: the stream
+whose texts concatenate to the answer (with ``{"object": "response.tool_call", ...}`` and
+``{"object": "response.tool_result", ...}`` as the agent's tools run), then one
+``{"object": "response.completed", ...}`` with ``customOutputs``. ``invoke``'s ``output`` has each tool
+call as a ``function_call`` item and its result as a ``function_call_output`` item before the message.
+A failure after the stream began cannot change the 200 already sent: the stream
 ends with ``{"object": "error", "status", "error", "message"}`` instead.
 """
 
@@ -30,12 +33,14 @@ from gateway.agents.invoker import InvokeResult
 from gateway.agents.scope import api_session
 from gateway.agents.store import UnknownTool
 from gateway.core.errors import BadRequest, InvalidInput
+from gateway.core.models import ToolCallTrace
 from gateway.http.agent_auth import authorize_caller
 from gateway.http.auth import bearer_token, require_admin, services_of
 from gateway.http.errors import failure
 from gateway.http.json_body import AdminRoute, JSONBodyRoute, read_json
 from gateway.http.responses import json_body
 from gateway.services import Services
+from gateway.turn.responders import ToolEvent
 
 log = logging.getLogger(__name__)
 admin = APIRouter(route_class=AdminRoute)
@@ -172,9 +177,31 @@ def response_json(result: InvokeResult, *, completed: bool = False) -> dict:
             "model": result.model, "id": result.turn_id, "status": "held" if result.held else "completed"}
     if completed:
         return {**base, "customOutputs": custom, "usage": result.usage.model_dump()}
-    output = [] if result.held else [{"type": "message", "status": "completed", "role": "assistant",
-                                      "content": [{"type": "output_text", "text": result.text}]}]
+    output = [] if result.held else [*tool_items(result.tool_calls), {
+        "type": "message", "status": "completed", "role": "assistant",
+        "content": [{"type": "output_text", "text": result.text}]}]
     return {**base, "output": output, "customOutputs": custom, "usage": result.usage.model_dump()}
+
+
+def tool_items(calls: list[ToolCallTrace]) -> list[dict]:
+    """The turn's tool calls as output items (OpenAI Responses' ``function_call`` / ``function_call_output``)."""
+    items: list[dict] = []
+    for n, call in enumerate(calls):
+        call_id = f"call_{n}"
+        arguments = json.dumps(call.arguments, ensure_ascii=False)
+        items.append({"type": "function_call", "status": "completed" if call.error is None else "incomplete",
+                      "call_id": call_id, "name": call.name, "arguments": arguments})
+        items.append({"type": "function_call_output", "call_id": call_id,
+                      "output": call.result if call.error is None else json.dumps({"error": call.error})})
+    return items
+
+
+def tool_event_json(event: ToolEvent) -> dict:
+    if event.kind == "call":
+        return {"object": "response.tool_call", "callId": event.call_id, "name": event.name,
+                "arguments": event.arguments}
+    return {"object": "response.tool_result", "callId": event.call_id, "name": event.name, "output": event.output,
+            "error": event.error, "ms": event.ms}
 
 
 _INVOKE = json_body({"type": "object", "required": ["messages"], "additionalProperties": False, "properties": {
@@ -211,9 +238,12 @@ async def _ndjson(services: Services, version: AgentVersion, config: AgentConfig
     async def delta(text: str) -> None:
         await queue.put({"object": "response.delta", "text": text})
 
+    async def tool(event: ToolEvent) -> None:
+        await queue.put(tool_event_json(event))
+
     async def run() -> None:
         try:
-            result = await services.invoker.invoke(version, config, messages, session, on_delta=delta)
+            result = await services.invoker.invoke(version, config, messages, session, on_delta=delta, on_tool=tool)
             await queue.put(response_json(result, completed=True))
         except Exception as exc:  # after the 200: the stream's last object says what went wrong
             status, kind, message = failure(exc)

@@ -2,24 +2,32 @@
 
 Every request goes through the outbound guard (``GuardedTransport``: loopback and private addresses
 refused unless ``SWITCHBOARD_OUTBOUND_ALLOW_HOSTS`` allows them, the address pinned, the answer's size
-capped), with the source's headers. Each listing or call opens its own session (``initialize``, then
-the request, then the session is closed): simple and stateless across replicas; a kept session per
-source would save a round trip or two per call. Whatever goes wrong (refused, unreachable, not MCP,
-too slow, too large, a JSON-RPC error) is a ``ToolServerError`` with a sentence saying what.
+capped), with the source's headers. A listing opens its own session (``initialize``, the listing, the
+session closed). Calls share a session kept per source in each process (``_Kept``: its ``initialize``
+made once, so a call is one HTTP request, not four); it is closed after ``KEEP_IDLE_S`` without calls,
+when the source's URL or headers change, and on any error — a call that failed on a session already
+used is made once more on a new one, with the same idempotency key (the server may have dropped the
+session). Whatever goes wrong (refused, unreachable, not MCP, too slow, too large, a JSON-RPC error) is
+a ``ToolServerError`` with a sentence saying what.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import httpx
+from jsonschema.exceptions import best_match
+from jsonschema.validators import validator_for
 from mcp import ClientSession, McpError
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import TextContent
+from mcp.types import CallToolResult, TextContent
 from pydantic import ValidationError
+from referencing import Registry
 
 from gateway.core.errors import GatewayError
 from gateway.core.outbound import OutboundPolicy, shown
@@ -27,11 +35,13 @@ from gateway.core.outbound_client import GuardedTransport, OutboundBlocked, Outb
 from gateway.tools.model import ToolInfo, ToolSource
 from gateway.turn.tools import ToolOutcome
 
-__all__ = ["LIST_TIMEOUT_S", "MAX_ANSWER_BYTES", "McpClient", "ToolServerError"]
+__all__ = ["KEEP_IDLE_S", "LIST_TIMEOUT_S", "MAX_ANSWER_BYTES", "McpClient", "ToolServerError"]
 
 LIST_TIMEOUT_S = 10.0  # an operator waits for a listing on save: a server that hangs is reported, not waited on
 MAX_ANSWER_BYTES = 4 * 1024 * 1024  # one response body (a listing, a call's answer); past it the call fails
 _MAX_PAGES = 20
+KEEP_IDLE_S = 120.0  # a kept session with no call for this long is closed
+_CALL_TIMEOUT_S = 60.0  # the HTTP limit of a kept session's requests; the turn bounds each call itself
 
 
 class ToolServerError(GatewayError):
@@ -138,14 +148,42 @@ async def _first(work, watch: _Watched):
     raise watch.error
 
 
+class _Session(ClientSession):
+    """The SDK's session, checking a tool's structured answer against its output schema with a validator
+    built once per tool (the SDK checks the schema and builds one on every call: milliseconds each)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._validators: dict[str, Any] = {}
+
+    async def _validate_tool_result(self, name: str, result: CallToolResult) -> None:
+        if name not in self._tool_output_schemas:
+            await self.list_tools()
+        schema = self._tool_output_schemas.get(name)
+        if schema is None:
+            return
+        validator = self._validators.get(name)
+        if validator is None:
+            kind = validator_for(schema)
+            kind.check_schema(schema)
+            validator = self._validators[name] = kind(schema, registry=Registry())  # $refs within the schema
+        if result.structuredContent is None:
+            raise RuntimeError(f"Tool {name} has an output schema but did not return structured content")
+        error = best_match(validator.iter_errors(result.structuredContent))
+        if error is not None:
+            raise RuntimeError(f"Invalid structured content returned by tool {name}: {error.message}")
+
+
 class McpClient:
     def __init__(self, policy: OutboundPolicy, max_answer_bytes: int = MAX_ANSWER_BYTES) -> None:
         self.policy = policy
         self.max_answer_bytes = max_answer_bytes
+        self._kept: dict[str, _Kept] = {}  # source id → its kept session (in the loop that opened it)
 
     @asynccontextmanager
     async def _session(self, source: ToolSource, timeout_s: float) -> AsyncIterator[tuple[ClientSession, _Watched]]:
-        watch = _Watched(GuardedTransport(self.policy, self.max_answer_bytes))
+        # Every request of a session goes to the source's one URL: its connections may be kept alive.
+        watch = _Watched(GuardedTransport(self.policy, self.max_answer_bytes, keep_alive=True))
         http = httpx.AsyncClient(transport=watch, headers=source.headers, timeout=httpx.Timeout(timeout_s),
                                  follow_redirects=False)
         async with http, streamable_http_client(source.url, http_client=http) as (read, write, _session_id):
@@ -153,7 +191,7 @@ class McpClient:
                 if isinstance(message, Exception):  # an answer the SDK could not read (not JSON-RPC)
                     watch.note(message)
 
-            async with ClientSession(read, write, message_handler=on_message) as session:
+            async with _Session(read, write, message_handler=on_message) as session:
                 await _first(session.initialize(), watch)
                 yield session, watch
 
@@ -173,19 +211,88 @@ class McpClient:
         return [ToolInfo(name=f"{source.name}.{t.name}", description=t.description or "",
                          input_schema=t.inputSchema or {"type": "object"}) for t in tools]
 
-    async def call(self, source: ToolSource, tool: str, arguments: dict, idempotency_key: str,
-                   timeout_s: float = 60.0) -> ToolOutcome:
-        """``tools/call`` with ``_meta.idempotencyKey``; the answer's text (a tool error is an outcome with
-        ``error`` set, for the model to read). The caller bounds the time it waits (the turn's limits)."""
-        try:
-            async with self._session(source, timeout_s) as (session, watch):
+    async def call(self, source: ToolSource, tool: str, arguments: dict, idempotency_key: str) -> ToolOutcome:
+        """``tools/call`` with ``_meta.idempotencyKey``, on the source's kept session; the answer's text (a
+        tool error is an outcome with ``error`` set, for the model to read). The caller bounds the time it
+        waits (the turn's limits)."""
+        for attempt in (1, 2):
+            kept = self._kept_for(source)
+            reused = kept.used
+            kept.used = True
+            try:
+                session, watch = await kept.ready()
                 result = await _first(session.call_tool(tool, arguments, meta={"idempotencyKey": idempotency_key}),
                                       watch)
-        except Exception as exc:
-            raise ToolServerError(_describe(exc, source.url)) from exc
+            except Exception as exc:
+                kept.close()
+                if reused and attempt == 1 and not isinstance(_leaf(exc), McpError):
+                    continue  # a kept session the server may have dropped: once more on a new one
+                raise ToolServerError(_describe(exc, source.url)) from exc
+            finally:
+                kept.touch()
+            break
         text = _text(result.content)
         if not text and result.structuredContent is not None:
             text = json.dumps(result.structuredContent, ensure_ascii=False)
         if result.isError:
             return ToolOutcome(text="", error=f"the tool reported an error: {text[:1000] or 'no details'}")
         return ToolOutcome(text=text)
+
+    def _kept_for(self, source: ToolSource) -> _Kept:
+        loop = asyncio.get_running_loop()
+        identity = (source.url, tuple(sorted(source.headers.items())))
+        kept = self._kept.get(source.id)
+        if kept is None or kept.closed or kept.loop is not loop or kept.identity != identity:
+            if kept is not None:
+                kept.close()
+            kept = self._kept[source.id] = _Kept(self, source, identity, loop)
+        return kept
+
+    async def aclose(self) -> None:
+        """Close the kept sessions (the process stops)."""
+        kept, self._kept = list(self._kept.values()), {}
+        for one in kept:
+            one.close()
+        await asyncio.gather(*(one.task for one in kept if one.loop is asyncio.get_running_loop()),
+                             return_exceptions=True)
+
+
+class _Kept:
+    """One source's session, held open by a task of its own (the SDK's task groups must be left in the
+    task that entered them) until closed or idle for ``KEEP_IDLE_S``."""
+
+    def __init__(self, client: McpClient, source: ToolSource, identity: tuple, loop) -> None:
+        self.identity, self.loop = identity, loop
+        self.used = False
+        self.closed = False
+        self.last = loop.time()
+        self._stop = asyncio.Event()
+        self._opened: asyncio.Future = loop.create_future()
+        self.task = loop.create_task(self._hold(client, source))
+
+    async def _hold(self, client: McpClient, source: ToolSource) -> None:
+        try:
+            async with client._session(source, _CALL_TIMEOUT_S) as opened:
+                self._opened.set_result(opened)
+                while not self._stop.is_set():
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._stop.wait(), KEEP_IDLE_S)
+                    if self.loop.time() - self.last >= KEEP_IDLE_S:
+                        break
+        except Exception as exc:  # noqa: BLE001 - told to the waiting call
+            if not self._opened.done():
+                self._opened.set_exception(exc)
+        finally:
+            self.closed = True
+            if not self._opened.done():
+                self._opened.set_exception(ToolServerError("the session was closed"))
+
+    async def ready(self) -> tuple[ClientSession, _Watched]:
+        return await asyncio.shield(self._opened)
+
+    def touch(self) -> None:
+        self.last = self.loop.time()
+
+    def close(self) -> None:
+        self.closed = True
+        self._stop.set()

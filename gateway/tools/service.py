@@ -10,6 +10,7 @@ refreshed later.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -33,6 +34,7 @@ MAX_OPERATIONS = 128  # as many as tools are offered
 
 log = logging.getLogger(__name__)
 MAX_TOOLS = 128  # OpenAI takes 128 tools per request; a server listing more keeps its first 128, and says so
+TURN_LIST_TTL_S = 1.0  # turns reuse a listing of the sources this long (another replica's change: within 1 s)
 
 
 class SourceCreate(BaseModel):
@@ -86,6 +88,7 @@ class ToolSources:
         self.store = store
         self.client = client
         self.policy = policy
+        self._for_turns: tuple[float, dict[str, ToolSource]] | None = None  # (when, by name), for ``for_turn``
 
     async def list(self) -> list[ToolSource]:
         return await self.store.list()
@@ -128,6 +131,7 @@ class ToolSources:
                 t.model_copy(update={"name": f"{updated.name}.{t.name.partition('.')[2]}"}) for t in updated.tools]})
         if updated.url != current.url or updated.headers != current.headers:
             return await self._listed(updated)
+        self._for_turns = None
         return await self.store.save(updated)
 
     async def add_stdio(self, name: str, command: list[str]) -> ToolSource:
@@ -148,6 +152,7 @@ class ToolSources:
     async def delete(self, source_id: str) -> None:
         await self.store.get(source_id)
         await self.store.delete(source_id)
+        self._for_turns = None
 
     async def _check(self, name: str, url: str, headers: dict[str, str], own_id: str | None) -> None:
         await self.policy.check(url)  # OutboundRefused (422) before anything is stored or asked
@@ -175,6 +180,7 @@ class ToolSources:
             log.warning("tool source %s (%s): %s", source.name, source.id, error)
             status = SourceStatus(connected_at=source.status.connected_at, last_error=error[:500],
                                   last_error_at=utcnow())
+            self._for_turns = None
             return await self.store.save(source.model_copy(update={"status": status, "tools": []}))
         status = SourceStatus(connected_at=utcnow())
         missing = [op for op in source.operations if f"{source.name}.{op}" not in {t.name for t in tools}]
@@ -187,7 +193,16 @@ class ToolSources:
             status.last_error = f"the server lists {len(tools)} tools; only the first {MAX_TOOLS} are offered"
             status.last_error_at = status.connected_at
             tools = tools[:MAX_TOOLS]
+        self._for_turns = None
         return await self.store.save(source.model_copy(update={"status": status, "tools": tools}))
+
+    async def _sources_for_turns(self) -> dict[str, ToolSource]:
+        """The sources by name, read at most every ``TURN_LIST_TTL_S`` (two round trips saved per turn);
+        a change made through this process is seen at once."""
+        now = time.monotonic()
+        if self._for_turns is None or now - self._for_turns[0] >= TURN_LIST_TTL_S:
+            self._for_turns = (now, {s.name: s for s in await self.store.list()})
+        return self._for_turns[1]
 
     # -- the tools agents name -------------------------------------------------------------------
     async def unknown(self, names: list[str]) -> list[str]:
@@ -209,7 +224,7 @@ class ToolSources:
         A tool named in ``confirm`` (itself or by its source's ``*``) waits for the customer's yes."""
         if not names:
             return None
-        sources = {s.name: s for s in await self.store.list()}
+        sources = await self._sources_for_turns()
         chosen: dict[str, ToolInfo] = {}
         for name in names:
             source_name, _, tool = name.partition(".")

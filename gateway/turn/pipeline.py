@@ -63,7 +63,7 @@ from gateway.turn.ports import (
 )
 from gateway.turn.reply_intent import Fence, Gate, HandedOff, PlannedReply, ReplyIntents, SendIntent
 from gateway.turn.responders import KnowledgeHit, Reply, ReplyRequest, Responder
-from gateway.turn.tools import ToolLoop, TurnTools
+from gateway.turn.tools import ToolLoop, ToolState, TurnTools
 
 log = logging.getLogger(__name__)
 
@@ -115,11 +115,12 @@ class Turn:
     # the call): stored and delivered like any reply; None: the model answers.
     answer: str | None = None
     tools: TurnTools | None = None  # the agent's tools (issue 40), set by a context preparer
+    tool_state: ToolState | None = None  # what its tool loop starts from, read with the turn lock
 
     # What ``run`` works out again from the store when it starts; everything else is saved.
     RECOMPUTED = frozenset({"memory", "recent", "rag", "hits", "agentic", "kbs", "citations", "sources",
                             "prompt_variables", "plan", "fetched", "conversation_meta", "prompt_read",
-                            "closing", "answer", "tools"})
+                            "closing", "answer", "tools", "tool_state"})
 
     def snapshot(self) -> str:
         """The accepted turn as JSON, to run it in another process (after a crash)."""
@@ -373,8 +374,11 @@ class TurnPipeline:
         conversation_id = turn.conversation.id
 
         def reads(pipe) -> None:
-            # In the round trip that takes the lock (so they see what the turn before wrote): who answers,
-            # a reply an earlier run recorded, the memory window and the conversation meta.
+            # In the round trip that takes the lock (so they see what the turn before wrote): the tool loop's
+            # journal and proposed action, who answers, a reply an earlier run recorded, the memory window
+            # and the conversation meta.
+            if self.tool_loop is not None:
+                tool_reads[0] = self.tool_loop.read_into(pipe, turn.trace.turn_id, conversation_id)
             if self.handoffs is not None:
                 self.handoffs.get_into(pipe, conversation_id)
             self.intents.earlier_into(pipe, turn.trace.turn_id)
@@ -382,11 +386,13 @@ class TurnPipeline:
             self.sessions.attributes.get_into(pipe, turn.persona.id, CONVERSATION_META.name)
             prompt_reads[0] = self._prompts(turn).read_into(pipe, turn.persona.id)
 
-        prompt_reads = [0]
+        prompt_reads, tool_reads = [0], [0]
         async with self.lock.hold(conversation_id, turn.ticket, self.settings.turn_lock_ttl_s, reads) as held:
             clock.lap("lock_wait")
             cut = len(held.reads) - prompt_reads[0]
-            *state, raw_earlier, raw_memory, raw_meta = held.reads[:cut]
+            if self.tool_loop is not None:
+                turn.tool_state = self.tool_loop.parse(held.reads[:tool_reads[0]])
+            *state, raw_earlier, raw_memory, raw_meta = held.reads[tool_reads[0]:cut]
             turn.prompt_read = held.reads[cut:] if prompt_reads[0] else None
             turn.fetched = self.memory.parse(raw_memory)
             turn.conversation_meta = str(self.sessions.attributes.parse(CONVERSATION_META.name, raw_meta) or "")
@@ -500,6 +506,8 @@ class TurnPipeline:
                 delivery=DeliveryStatus.PENDING,
                 sources=turn.sources,
             )
+        if reply.choices and callable(offer := getattr(sink, "offer", None)):
+            offer(reply.choices)  # buttons where the channel has them (a proposed action's Yes / No)
         if intent is SendIntent.FIRST or isinstance(sink, IdempotentSink):
             delivery = await self._deliver(sink, planned.text, key=turn.trace.turn_id, message_id=planned.message_id)
             agent_message.delivery = (DeliveryStatus.INTERRUPTED if delivery.interrupted
@@ -547,7 +555,11 @@ class TurnPipeline:
         return any(phrase in text for phrase in self._phrases)
 
     def _model_handoff(self, turn: Turn, reply: Reply) -> tuple[Reply, bool]:
-        """The model ends a reply with ``[HANDOFF]`` to ask for a person; the marker is never sent."""
+        """The model ends a reply with ``[HANDOFF]`` to ask for a person (the marker is never sent), or
+        calls the built-in ``handoff`` tool (the reply is then the handoff message already)."""
+        if reply.handoff is not None and self.handoffs is not None and self._can_hand_off(turn):
+            turn.trace.handoff = reply.handoff
+            return reply, True
         if (not self.settings.handoff_llm_signal or HANDOFF_MARKER not in reply.text
                 or self.handoffs is None or not self._can_hand_off(turn)):
             return reply, False
@@ -679,11 +691,12 @@ class TurnPipeline:
         streams = sink.streaming and not (plan is not None and plan.holds_stream)
         request = ReplyRequest(
             prompt=prompt, hits=turn.hits, on_delta=sink.delta if streams else None, agentic=turn.agentic,
-            kbs=turn.kbs or None,
+            kbs=turn.kbs or None, on_tool=getattr(sink, "tool_event", None),
         )
         responder = plan.responder if plan is not None else self.responder
         if self.tool_loop is not None:
-            responder = self.tool_loop.around(responder, turn.tools, turn.trace, deadline)
+            responder = self.tool_loop.around(responder, turn.tools, turn.trace, deadline, turn.tool_state,
+                                              can_hand_off=self.handoffs is not None and self._can_hand_off(turn))
         try:
             async with asyncio.timeout_at(deadline):
                 interrupted = getattr(sink, "interrupted", None)

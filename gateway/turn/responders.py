@@ -29,6 +29,23 @@ class KnowledgeHit:
     facts: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class ToolEvent:
+    """A tool call starting (``kind`` "call") or done (``kind`` "result"), for a channel to show: the web
+    chat's progress line, the agent API's stream events, a phone call's filler."""
+
+    kind: str  # "call" | "result"
+    call_id: str
+    name: str  # ``crm.book_table``
+    arguments: dict  # secrets masked
+    output: str | None = None  # the result as the model reads it (cut), on "result"
+    error: str | None = None
+    ms: float | None = None
+
+
+ToolListener = Callable[[ToolEvent], Awaitable[None]]
+
+
 @dataclass
 class ReplyRequest:
     prompt: Sequence[PromptMessage]
@@ -36,6 +53,7 @@ class ReplyRequest:
     on_delta: DeltaCallback | None = None
     agentic: bool = False  # the model searches the knowledge base itself (query_knowledge); none was injected
     kbs: Sequence[str] | None = None  # the knowledge bases its searches may reach (None: the responder's own)
+    on_tool: ToolListener | None = None  # the sink's ``tool_event``: told as each tool call starts and ends
 
 
 @dataclass
@@ -45,6 +63,9 @@ class Reply:
     model: str | None = None
     usage: TokenUsage = field(default_factory=TokenUsage)
     tool_calls: list[ToolCallTrace] = field(default_factory=list)
+    handoff: str | None = None  # the model called the built-in ``handoff`` tool: why (the turn asks for a person)
+    # Answers a channel may offer as buttons (a proposed action's "Yes" / "No"); pressing one sends its text.
+    choices: list[str] = field(default_factory=list)
 
 
 class Responder(Protocol):

@@ -2,8 +2,9 @@
 not called; the next turn of the conversation calls it once on a yes and drops it on anything else.
 
 ``pendingtool:<conversation id>`` holds the one proposed action (a newer proposal replaces it) for
-``SWITCHBOARD_TOOL_CONFIRM_TTL_S``; the turn that answers takes it with ``GETDEL``, so two turns can
-never both call it. Its idempotency key is the proposing turn's (turn id + call index).
+``SWITCHBOARD_TOOL_CONFIRM_TTL_S``; the next turn reads it with the turn lock and removes it in the
+transaction that journals the call (or drops it), so two turns can never both call it. Its idempotency
+key is the proposing turn's (turn id + call index).
 """
 
 from __future__ import annotations
@@ -11,10 +12,13 @@ from __future__ import annotations
 import re
 
 from pydantic import BaseModel
+from redis.asyncio.client import Pipeline
 
 from gateway.conversation.store import RedisStore
 
-__all__ = ["PendingAction", "PendingActions", "is_yes", "proposal"]
+__all__ = ["CONFIRM_CHOICES", "PendingAction", "PendingActions", "is_yes", "proposal"]
+
+CONFIRM_CHOICES = ("Yes", "No")  # a proposal's buttons, where the channel has them: pressing one says it
 
 _YES = frozenset({"yes", "y", "yeah", "yep", "yup", "ok", "okay", "sure", "confirm", "confirmed", "correct",
                   "go ahead", "please do", "do it", "yes please", "ja", "oui", "si", "sí"})
@@ -47,12 +51,14 @@ class PendingActions:
         self.store = store
         self.ttl_s = ttl_s
 
-    def _key(self, conversation_id: str) -> str:
+    def key(self, conversation_id: str) -> str:
         return self.store.key("pendingtool", conversation_id)
 
-    async def propose(self, conversation_id: str, action: PendingAction) -> None:
-        await self.store.redis.set(self._key(conversation_id), action.model_dump_json(), ex=self.ttl_s)
+    def propose_into(self, pipe: Pipeline, conversation_id: str, action: PendingAction) -> None:
+        pipe.set(self.key(conversation_id), action.model_dump_json(), ex=self.ttl_s)
 
-    async def take(self, conversation_id: str) -> PendingAction | None:
-        raw = await self.store.redis.getdel(self._key(conversation_id))
-        return None if raw is None else PendingAction.model_validate_json(raw)
+    def drop_into(self, pipe: Pipeline, conversation_id: str) -> None:
+        pipe.delete(self.key(conversation_id))
+
+    async def drop(self, conversation_id: str) -> None:
+        await self.store.redis.delete(self.key(conversation_id))

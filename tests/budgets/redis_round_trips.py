@@ -8,3 +8,6 @@ say why in the commit. What each trip reads and writes: docs/architecture/turn.m
 WEB_CHAT_TURN = 6  # issue 27's target; was 28: session + limits, the turn's five (arrival … closing)
 INBOX_TURN = 8  # issue 27's target; was 30: the webhook's push, the reader, the chat's order lock, the turn's five
 INVOKE = 6  # issue 27's target; was 15 on the second path: the caller (key, agent, version, limit), the turn's five
+# issue 40: a turn whose model calls a tool — the web chat turn's, the round's journal write (its result, and the
+# handoff state read with it) and, at most once a second per process, the tool sources' listing (two reads)
+WEB_CHAT_TOOL_TURN = WEB_CHAT_TURN + 3

@@ -110,3 +110,33 @@ def test_an_invoke(proxy, settings):
         traffic, idle = _without_idle_reads(_quiet(proxy))
     print(_report("invoke", traffic), f"\n  (and {idle} idle inbox read(s), not the turn's)")
     assert 0 < traffic.round_trips <= budget.INVOKE, _report("invoke", traffic)
+
+
+def test_a_web_chat_turn_with_a_tool_call(settings, proxy, fake_openai):
+    """A turn whose model calls one MCP tool: its journal and the proposed action are read with the turn lock,
+    the round and its result written in one transaction (the handoff state read with it); the sources are
+    listed again when the turn's process last listed them over a second ago (here: every turn)."""
+    from tests.fakes.mcp_server import FakeMcpServer
+
+    crm = FakeMcpServer()
+    with LiveServer(crm.app(), graceful_timeout_s=1) as tools, LiveServer(create_app(settings.model_copy(update={
+            "redis_url": proxy.url, "outbound_allow_hosts": "127.0.0.1", **QUIET_SWEEP}))) as gateway:
+        admin = {"Authorization": "Bearer admin-secret"}
+        client = httpx.Client(base_url=gateway.url, timeout=20)
+        added = client.post("/api/tool-sources", headers=admin, json={"name": "crm", "url": tools.url + "/mcp"})
+        assert added.is_success, added.text
+        assert client.patch(f"/v1/agents/{settings.agent_id}", headers=admin,
+                            json={"config": {"tools": [{"name": "crm.book_table"}]}}).is_success
+        fake_openai.auto_tool_call = ("crm__book_table", {"party_size": 4, "day": "Friday"})
+        fake_openai.echo_tool_results = True
+        session = client.post("/api/chat/sessions").json()
+        auth = {"Authorization": f"Bearer {session['token']}"}
+        path = f"/api/chat/sessions/{session['session_id']}/messages"
+        assert client.post(path, headers=auth, json={"text": "hello"}).status_code == 200  # warm: first turn
+        time.sleep(1.1)  # the sources' listing is over a second old: this turn lists them again
+        _quiet(proxy)
+        answer = client.post(path, headers=auth, json={"text": "a table for four on Friday"}).json()
+        traffic, idle = _without_idle_reads(_quiet(proxy))
+    assert answer["reply"]["text"].startswith("From the tools: Booked") and len(crm.calls) == 2
+    print(_report("web chat with a tool call", traffic), f"\n  (and {idle} idle inbox read(s), not the turn's)")
+    assert 0 < traffic.round_trips <= budget.WEB_CHAT_TOOL_TURN, _report("web chat with a tool call", traffic)

@@ -52,6 +52,9 @@
     ".sb-rate button{border:1px solid transparent;background:transparent;border-radius:6px;padding:1px 5px;font-size:14px;cursor:pointer;opacity:.6}",
     ".sb-rate button:hover,.sb-rate button[aria-pressed=true]{opacity:1;border-color:#c9ced6;background:#fff}",
     ".sb-rate button:focus-visible{outline:2px solid var(--sb-accent)}",
+    ".sb-choices{align-self:flex-start;display:flex;gap:6px}",
+    ".sb-choice{border:1px solid var(--sb-accent);background:#fff;color:var(--sb-accent);border-radius:14px;padding:4px 14px;font:inherit;cursor:pointer}",
+    ".sb-choice:focus-visible{outline:2px solid var(--sb-accent)}",
     ".sb-comment{align-self:flex-start;display:flex;flex-direction:column;gap:6px;width:85%}",
     ".sb-comment textarea{border:1px solid #c9ced6;border-radius:8px;padding:6px 8px;font:inherit;font-size:13px;resize:vertical;min-height:40px}",
     ".sb-comment div{display:flex;gap:6px}",
@@ -258,6 +261,10 @@
             pending.bubble.setAttribute("data-role", "agent");
           }
           pending.bubble.textContent += frame.text; scroll();
+        } else if (frame.type === "progress") {  // a tool runs: say what the agent is doing until it is done
+          if (pending.bubble.classList.contains("sb-typing")) {
+            pending.bubble.textContent = frame.text || "Typing\u2026"; scroll();
+          }
         } else if (frame.type === "message") {
           pending.done(frame.reply ? frame.reply.text : null, frame.sources, frame.reply);
         } else if (frame.type === "error") {
@@ -271,6 +278,20 @@
     var node = el("div", { class: "sb-msg sb-typing", "aria-label": "Assistant is typing" }, "Typing\u2026");
     log.appendChild(node); scroll();
     return node;
+  }
+
+  // A proposed action's answers ("Yes" / "No") as buttons under the reply: pressing one sends its text.
+  function showChoices(after, choices) {
+    var row = el("div", { class: "sb-choices", "data-choices": "" });
+    choices.forEach(function (choice) {
+      var button = el("button", { type: "button", class: "sb-choice" }, choice);
+      button.addEventListener("click", function () {
+        if (busy) return;
+        row.remove(); sendText(choice);
+      });
+      row.appendChild(button);
+    });
+    after.parentNode.insertBefore(row, after.nextSibling); scroll();
   }
 
   var lastFailed = null;
@@ -292,6 +313,7 @@
       typing.textContent = reply; showSources(typing, sources);
       var shownSources = typing.nextElementSibling && typing.nextElementSibling.hasAttribute("data-sources");
       showRating(shownSources ? typing.nextElementSibling : typing, stored);
+      if (stored && stored.choices && stored.choices.length) showChoices(typing, stored.choices);
       if (stored && stored.message_id) shown[stored.message_id] = true;
       pending = null; setBusy(false); scroll(); input.focus();
     };

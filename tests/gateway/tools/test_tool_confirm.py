@@ -69,3 +69,21 @@ def test_a_yes_books_once_and_a_no_never_does(client, mcp_server, fake_openai, t
     assert made["result"] == "Booked: a table for 4 on Friday, reference BK-1001." and made["error"] is None
     [dropped] = traces[refused["turn_id"]]["tool_calls"]
     assert dropped["error"] == "proposed action dropped: the customer did not confirm it"
+
+
+def test_a_proposal_in_the_web_chat_carries_yes_and_no_buttons(client, mcp_server, fake_openai, tool_settings):
+    """The web chat shows a proposal's answers as buttons; a press sends the button's text, "Yes"."""
+    add_crm(client, mcp_server.url)
+    assert client.patch(f"/v1/agents/{tool_settings.agent_id}", headers=ADMIN, json={
+        "config": {"tools": [{"name": "crm.book_table", "confirm": True}]}}).status_code == 200
+    fake_openai.auto_tool_call = ("crm__book_table", {"party_size": 4, "day": "Friday"})
+    fake_openai.echo_tool_results = True
+    chat = Chat(client)
+
+    proposed = chat.say("Book a table for four on Friday")
+    assert proposed["reply"]["text"] == PROPOSAL and proposed["reply"]["choices"] == ["Yes", "No"]
+
+    fake_openai.auto_tool_call = None
+    pressed = chat.say(proposed["reply"]["choices"][0])
+    assert len(mcp_server.calls) == 1
+    assert pressed["reply"]["choices"] == []  # an answer offers no buttons

@@ -107,11 +107,31 @@ def test_an_agent_api_invoke_calls_the_versions_tools(client, mcp_server, fake_o
                          json={"messages": [{"role": "user", "content": "A table for three on Sunday"}]})
 
     assert answer.status_code == 200, answer.text
-    [message] = answer.json()["output"]
+    call, output, message = answer.json()["output"]  # the tool call and its result are output items
+    assert call == {"type": "function_call", "status": "completed", "call_id": "call_0", "name": "crm.book_table",
+                    "arguments": '{"party_size": 3, "day": "Sunday"}'}
+    assert output == {"type": "function_call_output", "call_id": "call_0",
+                      "output": "Booked: a table for 3 on Sunday, reference BK-1001."}
     assert message["content"][0]["text"] == "From the tools: Booked: a table for 3 on Sunday, reference BK-1001."
     assert [c["arguments"] for c in mcp_server.calls] == [{"party_size": 3, "day": "Sunday"}]
     tool_rounds = [r for r in fake_openai.chat_requests() if r["body"].get("tools")]
     assert [r["body"]["model"] for r in tool_rounds] == ["booking-model", "booking-model"]
+
+    fake_openai.script_tool_calls(("crm__book_table", {"party_size": 2, "day": "Monday"}))
+    with client.stream("POST", f"/v1/agents/{agent['id']}/versions/latest/invoke-stream",
+                       headers={"Authorization": f"Bearer {key}"},
+                       json={"messages": [{"role": "user", "content": "And two on Monday"}]}) as streamed:
+        events = [json.loads(line) for line in streamed.iter_lines() if line]
+    kinds = [e["object"] for e in events]
+    assert kinds.index("response.tool_call") < kinds.index("response.tool_result") < kinds.index("response.delta")
+    assert kinds[-1] == "response.completed"
+    started = next(e for e in events if e["object"] == "response.tool_call")
+    done = next(e for e in events if e["object"] == "response.tool_result")
+    assert started["name"] == done["name"] == "crm.book_table" and started["callId"] == done["callId"]
+    assert started["arguments"] == {"party_size": 2, "day": "Monday"}
+    assert done["output"] == "Booked: a table for 2 on Monday, reference BK-1002." and done["error"] is None
+    assert "".join(e["text"] for e in events if e["object"] == "response.delta") == \
+        "From the tools: Booked: a table for 2 on Monday, reference BK-1002."
 
 
 def test_a_tool_answering_20_mb_is_an_error_the_model_explains(client, mcp_server, fake_openai, tool_settings):
