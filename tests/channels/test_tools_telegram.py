@@ -70,14 +70,14 @@ def test_a_proposal_on_telegram_has_yes_and_no_buttons_and_a_press_books_once(fa
             wait_until(lambda: fake_telegram.sent_texts(), what="the proposal on Telegram")
             [proposal] = fake_telegram.recorder.received("sendMessage")
             keyboard = json.loads(proposal.params["reply_markup"])["inline_keyboard"]
-            assert [[(b["text"], b["callback_data"]) for b in row] for row in keyboard] == [[("Yes", "Yes"),
-                                                                                            ("No", "No")]]
+            assert [[(b["text"], b["callback_data"]) for b in row] for row in keyboard] == [[("Yes", "ch:Yes"),
+                                                                                            ("No", "ch:No")]]
             assert mcp.calls == []
             fake_openai.auto_tool_call = None
 
             sent = {"message_id": 9001, "date": message["date"], "chat": message["chat"], "text": "Before I do this",
                     "from": {"id": 42, "is_bot": True, "first_name": "Switchboard"}}
-            press = {"id": "cbq-771", "from": message["from"], "chat_instance": "ci-1", "data": "Yes", "message": sent}
+            press = {"id": "cbq-771", "from": message["from"], "chat_instance": "ci-1", "data": "ch:Yes", "message": sent}
             assert vendors.post_telegram(client, vendors.telegram_update(press, kind="callback_query")).status_code \
                 == 200
             wait_until(lambda: len(fake_telegram.sent_texts()) == 2, what="the booking's reply")
@@ -85,7 +85,9 @@ def test_a_proposal_on_telegram_has_yes_and_no_buttons_and_a_press_books_once(fa
 
     booked = "From the tools: Booked: a table for 4 on Friday, reference BK-1001."
     assert fake_telegram.sent_texts()[1] == booked
-    assert "reply_markup" not in fake_telegram.recorder.received("sendMessage")[1].params  # no buttons on an answer
+    answer_markup = fake_telegram.recorder.received("sendMessage")[1].params.get("reply_markup", "{}")
+    answer_buttons = [b for row in json.loads(answer_markup).get("inline_keyboard", []) for b in row]
+    assert not [b for b in answer_buttons if b["callback_data"].startswith("ch:")]  # no choices on an answer
     assert [(c["tool"], c["arguments"]) for c in mcp.calls] == [("book_table", {"party_size": 4, "day": "Friday"})]
     [answered] = fake_telegram.recorder.received("answerCallbackQuery")
     assert answered.params["callback_query_id"] == "cbq-771"  # Telegram stops the button's spinner
