@@ -77,7 +77,8 @@ def test_a_proposal_on_telegram_has_yes_and_no_buttons_and_a_press_books_once(fa
 
             sent = {"message_id": 9001, "date": message["date"], "chat": message["chat"], "text": "Before I do this",
                     "from": {"id": 42, "is_bot": True, "first_name": "Switchboard"}}
-            press = {"id": "cbq-771", "from": message["from"], "chat_instance": "ci-1", "data": "ch:Yes", "message": sent}
+            press = {"id": "cbq-771", "from": message["from"], "chat_instance": "ci-1", "data": "ch:Yes",
+                     "message": sent}
             assert vendors.post_telegram(client, vendors.telegram_update(press, kind="callback_query")).status_code \
                 == 200
             wait_until(lambda: len(fake_telegram.sent_texts()) == 2, what="the booking's reply")

@@ -61,17 +61,20 @@ def insights(api: httpx.Client, **query) -> dict:
     return answer.json()
 
 
+WEB_TURNS, API_TURNS = 25, 25  # 50 scripted turns: two agents, two channels, two models
+
+
 def test_cost_is_tokens_times_price_across_two_agents_and_channels(api, fake_openai):
     agent = api.post("/v1/agents", headers=ADMIN, json={"name": "pricey", "config": {"llmModelId": "model-b"}}).json()
     key = api.post("/api/keys", headers=ADMIN, json={"name": "caller", "agents": [agent["id"]]}).json()["key"]
     spent = {"model-a": [0, 0], "model-b": [0, 0]}
     visitors = [Visitor(api), Visitor(api)]
-    for i in range(20):
+    for i in range(WEB_TURNS):
         text = f"Web answer {i}: " + "words " * i
         fake_openai.script_reply(text)
         visitors[i % 2].say(f"question {i}")
         spent["model-a"] = [a + b for a, b in zip(spent["model-a"], fake_usage(text), strict=True)]
-    for i in range(15):
+    for i in range(API_TURNS):
         text = f"API answer {i}: " + "more " * (3 * i)
         fake_openai.script_reply(text)
         answer = api.post(f"/v1/agents/{agent['id']}/versions/latest/invoke",
@@ -79,7 +82,8 @@ def test_cost_is_tokens_times_price_across_two_agents_and_channels(api, fake_ope
                           json={"messages": [{"role": "user", "content": f"api question {i}"}]})
         assert answer.status_code == 200, answer.text
         spent["model-b"] = [a + b for a, b in zip(spent["model-b"], fake_usage(text), strict=True)]
-    assert [r["body"]["model"] for r in fake_openai.chat_requests()] == ["model-a"] * 20 + ["model-b"] * 15
+    models = [r["body"]["model"] for r in fake_openai.chat_requests()]
+    assert models == ["model-a"] * WEB_TURNS + ["model-b"] * API_TURNS
 
     def cost(model: str) -> float:
         prompt, completion = spent[model]
@@ -89,9 +93,10 @@ def test_cost_is_tokens_times_price_across_two_agents_and_channels(api, fake_ope
     assert report["tokens"]["prompt"] == spent["model-a"][0] + spent["model-b"][0]
     assert report["tokens"]["completion"] == spent["model-a"][1] + spent["model-b"][1]
     assert report["cost"] == pytest.approx(cost("model-a") + cost("model-b"), abs=1e-9)
-    assert report["turns"] == 35 and report["conversations"] == 2 + 15  # each API call without a session: its own
+    assert report["turns"] == WEB_TURNS + API_TURNS == 50
+    assert report["conversations"] == 2 + API_TURNS  # each API call without a session: its own
     web = insights(api, channel="webchat")
-    assert web["cost"] == pytest.approx(cost("model-a"), abs=1e-9) and web["turns"] == 20
+    assert web["cost"] == pytest.approx(cost("model-a"), abs=1e-9) and web["turns"] == WEB_TURNS
     by_agent = insights(api, agent=f"{agent['id']}@{agent['version_id']}")
     assert by_agent["cost"] == pytest.approx(cost("model-b"), abs=1e-9)
     assert by_agent["tokens"] == {"prompt": spent["model-b"][0], "completion": spent["model-b"][1], "unpriced": 0}
@@ -99,16 +104,16 @@ def test_cost_is_tokens_times_price_across_two_agents_and_channels(api, fake_ope
     assert today["cost"] == report["cost"]
     # The breakdowns: per API key (the agent API's calls), per agent and per channel.
     [by_key] = report["by_api_key"]
-    assert (by_key["name"], by_key["turns"]) == ("caller", 15)
+    assert (by_key["name"], by_key["turns"]) == ("caller", API_TURNS)
     assert by_key["tokens"] == {"prompt": spent["model-b"][0], "completion": spent["model-b"][1]}
     assert by_key["cost"] == pytest.approx(cost("model-b"), abs=1e-9)
     assert {row["name"]: (row["turns"], row["cost"]) for row in report["by_channel"]} == {
-        "webchat": (20, pytest.approx(cost("model-a"), abs=1e-9)),
-        "api": (15, pytest.approx(cost("model-b"), abs=1e-9))}
+        "webchat": (WEB_TURNS, pytest.approx(cost("model-a"), abs=1e-9)),
+        "api": (API_TURNS, pytest.approx(cost("model-b"), abs=1e-9))}
     assert {row["name"]: row["conversations"] for row in report["by_agent"]} == {
-        "": 2, f"{agent['id']}@{agent['version_id']}": 15}
+        "": 2, f"{agent['id']}@{agent['version_id']}": API_TURNS}
     metrics = api.get("/metrics").text
-    assert 'switchboard_model_tokens_total{agent="",channel="webchat",kind="prompt"} 220.0' in metrics
+    assert f'switchboard_model_tokens_total{{agent="",channel="webchat",kind="prompt"}} {11.0 * WEB_TURNS}' in metrics
 
 
 def test_a_visitor_rates_a_reply_down_with_a_comment_and_insights_show_it(api, fake_openai):
