@@ -90,7 +90,9 @@ async def _view(request: Request, signed: Signed, conversation_id: str) -> dict:
             templates = await desk.templates(conversation_id)
         except GatewayError as exc:
             templates_error = exc.message
+    outcomes = await services.insight.outcomes.of(conversation_id) if services.insight is not None else []
     return {
+        "outcomes": outcomes,
         "has_templates": desk.has_templates(conversation), "templates": templates,
         "templates_error": templates_error,
         "conversation": conversation, "persona": persona, "handoff": handoff,

@@ -28,7 +28,7 @@ from rag_core.tokenizer import tokenize
 if TYPE_CHECKING:
     from gateway.turn.pipeline import Turn
 
-__all__ = ["CONVERSATION_TTL_S", "Outcomes", "TraceCost", "gap_group", "turn_cost"]
+__all__ = ["CONVERSATION_TTL_S", "OUTCOMES", "Outcomes", "TraceCost", "gap_group", "turn_cost"]
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +110,9 @@ class TraceCost(BaseModel):
     model: str | None = None
     usage: TokenUsage | None = None
     model_calls: list[ModelCallTrace] = Field(default_factory=list)
+
+
+OUTCOMES = ("resolved", "handed_off", "unanswered", "abandoned")  # as the conversation's flags name them
 
 
 def gap_group(question: str) -> tuple[str, str]:
@@ -225,6 +228,11 @@ class Outcomes:
         return bool(searches) and all(c.result_count == 0 for c in searches)
 
     # -- a conversation ----------------------------------------------------------------------------
+    async def of(self, conversation_id: str) -> list[str]:
+        """The conversation's outcomes so far, in ``OUTCOMES`` order (none while the bot answers on)."""
+        flags = await self.store.redis.hgetall(self.conversation_key(conversation_id))
+        return [name for name in OUTCOMES if name.encode() in flags]
+
     async def handed_off(self, conversation: Conversation) -> None:
         """An operator took the conversation over from the console (counted once, like a requested handoff)."""
         key = self.conversation_key(conversation.id)

@@ -21,6 +21,9 @@ def test_the_screen_shows_ratings_comments_cost_charts_and_gaps(console, fake_op
         voted = client.post(f"/api/conversations/{reply['conversation_id']}/messages/{reply['message_id']}/feedback",
                             json={"rating": "down", "comment": "Please add unicycles"}, headers=auth)
         assert voted.status_code == 200, voted.text
+        page = client.get(f"/admin/conversations/{reply['conversation_id']}").text  # the outcome on the conversation
+        badge = '<p id="outcomes">Outcome: <span class="badge" data-outcome="unanswered">unanswered</span></p>'
+        assert badge in page, page
         screen = client.get("/admin/insights", params={"range": "today"})
         assert screen.status_code == 200
         html = screen.text
