@@ -149,7 +149,9 @@ MODEL_CACHE = Path(tempfile.gettempdir()) / "switchboard-test-models"
 
 def make_settings(**overrides) -> Settings:
     base = {"_env_file": None, "embeddings": "none", "qdrant_url": ":memory:", "llm_max_retries": 0,
-            "model_cache_dir": MODEL_CACHE}  # the int8 query model is made once per machine, not per test
+            "model_cache_dir": MODEL_CACHE,  # the int8 query model is made once per machine, not per test
+            # A test process starts hundreds of gateways: a full collection at each start would walk all of it.
+            "gc_tuning": False}
     base.update(overrides)
     return Settings(**base)
 
