@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import os
 import shutil
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from fastapi.dependencies import models as fastapi_dependencies
 
 from gateway.core.settings import Settings
 from gateway.http.app import create_app
@@ -68,6 +70,27 @@ def loopback_only() -> Iterator[None]:
     yield
     socket.socket.connect = _real_connect
     socket.socket.connect_ex = _real_connect_ex
+
+
+# FastAPI remembers, process-wide, what kind of callable each endpoint it inspected is (LRU caches of 4,096
+# entries keyed by the callable itself). An endpoint made per app (a closure, a bound method of an adapter)
+# keeps that app and all its services alive as long as its entry: in a test process, hundreds of stopped
+# gateways (~20,000 objects each), which every full garbage collection then walks (each gateway's start runs
+# one), so the suite's start-ups got slower test by test. A serving process makes one app: nothing to forget.
+FASTAPI_ENDPOINT_CACHES = [cached for cached in vars(fastapi_dependencies).values()
+                           if isinstance(cached, functools._lru_cache_wrapper)]
+
+
+def forget_stopped_apps() -> None:
+    """Drop FastAPI's process-wide references to the endpoints of the apps tests made."""
+    for cached in FASTAPI_ENDPOINT_CACHES:
+        cached.cache_clear()
+
+
+@pytest.fixture(autouse=True)
+def _forget_stopped_apps() -> Iterator[None]:
+    yield
+    forget_stopped_apps()
 
 
 @pytest.fixture(scope="session")
@@ -126,7 +149,9 @@ MODEL_CACHE = Path(tempfile.gettempdir()) / "switchboard-test-models"
 
 def make_settings(**overrides) -> Settings:
     base = {"_env_file": None, "embeddings": "none", "qdrant_url": ":memory:", "llm_max_retries": 0,
-            "model_cache_dir": MODEL_CACHE}  # the int8 query model is made once per machine, not per test
+            "model_cache_dir": MODEL_CACHE,  # the int8 query model is made once per machine, not per test
+            # A test process starts hundreds of gateways: a full collection at each start would walk all of it.
+            "gc_tuning": False}
     base.update(overrides)
     return Settings(**base)
 

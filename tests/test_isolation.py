@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import os
+import weakref
 
 from gateway.core.settings import Settings
-from tests.conftest import TEST_REDIS_URL
+from gateway.http.app import create_app
+from tests.conftest import TEST_REDIS_URL, forget_stopped_apps
+from tests.fakes.live_server import LiveServer
 
 
 def test_a_developers_env_file_does_not_reach_the_settings_tests_build(tmp_path, monkeypatch):
@@ -31,3 +35,14 @@ def test_the_suite_runs_its_own_redis_unless_told(redis_url):
         assert redis_url == TEST_REDIS_URL
     else:
         assert not redis_url.startswith("redis://127.0.0.1:6379"), redis_url
+
+
+def test_a_stopped_gateway_is_garbage_after_its_test(settings):
+    """Hundreds of gateways start and stop in one test process: none may outlive its test (each would be
+    walked by every full garbage collection after it, and every gateway start runs one)."""
+    with LiveServer(create_app(settings)) as server:
+        services = weakref.ref(server.server.config.app.state.services)
+    del server
+    forget_stopped_apps()  # what the suite does after every test
+    gc.collect()
+    assert services() is None, "something still holds the stopped gateway's services"

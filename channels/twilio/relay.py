@@ -121,14 +121,25 @@ class RelaySink:
     async def _send(self, token: str, last: bool) -> None:
         if self.interrupted.is_set():
             return
-        self.spoken += token
-        await self.ws.send_json({"type": "text", "token": token, "last": last})
+        said = self.spoken
+        self.spoken += token  # counted as it goes: a cut while it is on its way keeps it
+        try:
+            await self.ws.send_json({"type": "text", "token": token, "last": last})
+        except (WebSocketDisconnect, RuntimeError):
+            self.spoken = said  # it did not go out
+            raise
 
     async def delta(self, text: str) -> None:
         self.streamed = True
         token = self.words.feed(text)
         if token.strip():
-            await self._send(token, last=False)
+            try:
+                await self._send(token, last=False)
+            except (WebSocketDisconnect, RuntimeError):
+                # The socket closed under the reply before the call's loop saw it close: the reply ends with what
+                # went out, as when the caller cuts in. (Raised into the model's stream, it failed the reply and
+                # the transcript kept the fallback message instead of what the caller heard.)
+                self.cut(None)
 
     async def deliver(self, text: str) -> DeliveryReport:
         if self.filler is not None and not self.filler.done():

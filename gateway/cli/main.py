@@ -17,6 +17,8 @@ from gateway.jobs.redis_check import RedisUnreachable, check_redis
 
 
 def _serve(args: argparse.Namespace, settings: Settings) -> int:
+    if settings.redis_url is not None:  # a gateway without its system of record would only answer 503s
+        check_redis(settings.redis_url, settings.redis_connect_timeout_s)  # said before seconds of imports
     import uvicorn
 
     from gateway.http.app import create_app
@@ -24,8 +26,6 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
 
     if args.demo:
         settings = settings.model_copy(update={"demo": True})
-    if settings.redis_url is not None:  # a gateway without its system of record would only answer 503s
-        check_redis(settings.redis_url, settings.redis_connect_timeout_s)
     host = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
     base = f"http://{f'[{host}]' if ':' in host else host}:{args.port}"
     if "public_url" not in settings.model_fields_set:  # unset: the address this server is bound to
@@ -39,11 +39,6 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _worker(args: argparse.Namespace, settings: Settings) -> int:
-    from rq import Queue
-
-    from gateway.jobs.worker import queue_names
-    from gateway.services import Services
-
     if settings.redis_url is None:
         print(
             "switchboard worker needs SWITCHBOARD_REDIS_URL; with embedded defaults the gateway "
@@ -51,8 +46,12 @@ def _worker(args: argparse.Namespace, settings: Settings) -> int:
             file=sys.stderr,
         )
         return 2
-    check_redis(settings.redis_url, settings.redis_connect_timeout_s)
+    check_redis(settings.redis_url, settings.redis_connect_timeout_s)  # said before seconds of imports
+    from rq import Queue
+
     from gateway.http.plugins import install_worker_plugins
+    from gateway.jobs.worker import queue_names
+    from gateway.services import Services
 
     # Turns from the channels' inbox run here too (on the services loop), beside the RQ jobs.
     services = Services.build(settings, run_worker=False, consume_inbox=True)

@@ -620,6 +620,11 @@ class Settings(BaseSettings):
     turn_cpu_slots: int = Field(
         default=4, ge=0, description="Turns one process runs in their CPU-heavy phases at once, so webhook acks "
         "come first (0: no bound).")
+    gc_tuning: bool = Field(True, description=(
+        "Once started, the gateway moves what it built out of the garbage collector's reach and collects young "
+        "objects less often while it serves (fewer, shorter pauses under bursts). False for a process that "
+        "starts many gateways one after another, such as a test suite: each start's full collection walks the "
+        "whole process."))
 
     # auth branch (issue 26): sign-in limits, the semantic cache's entry cap
     signin_concurrent_checks: int = Field(default=2, ge=1, description=(

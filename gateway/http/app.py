@@ -52,14 +52,15 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         services.register_jobs(asyncio.get_running_loop())
         await services.start()
-        # Everything built so far (imported SDKs, models, clients) lives as long as the process: move it
-        # out of the collector's reach, or a full collection walks it all and stalls every request.
-        gc.collect()
-        gc.freeze()
-        # CPython collects the young generations every 700 new containers: under a burst that is many times a
-        # second, 2-4 ms each on the loop (timed with gc.callbacks). Collect far less often while serving.
         thresholds = gc.get_threshold()
-        gc.set_threshold(*GC_THRESHOLDS)
+        if settings.gc_tuning:
+            # Everything built so far (imported SDKs, models, clients) lives as long as the process: move it
+            # out of the collector's reach, or a full collection walks it all and stalls every request.
+            gc.collect()
+            gc.freeze()
+            # CPython collects the young generations every 700 new containers: under a burst that is many times
+            # a second, 2-4 ms each on the loop (timed with gc.callbacks). Collect far less often while serving.
+            gc.set_threshold(*GC_THRESHOLDS)
         log.info("switchboard agent %r ready", settings.agent_id)
         try:
             async with mcp.running():
@@ -67,8 +68,9 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         finally:
             services.unregister_jobs()
             await services.aclose()
-            gc.unfreeze()  # an app embedded in a longer-lived process (tests, a host) leaves nothing pinned
-            gc.set_threshold(*thresholds)
+            if settings.gc_tuning:
+                gc.unfreeze()  # an app embedded in a longer-lived process (tests, a host) leaves nothing pinned
+                gc.set_threshold(*thresholds)
 
     docs = settings.api_docs  # SWITCHBOARD_API_DOCS=false: no /docs, /redoc or /openapi.json
     app = FastAPI(title="Switchboard", version="0.1.0", lifespan=lifespan, docs_url="/docs" if docs else None,

@@ -111,7 +111,7 @@ class ForgetfulRetries(Retries):
 
 async def test_a_reply_the_vendor_refused_before_its_consumer_went_away_is_sent_when_taken_over(
         services, fake_telegram, fake_openai):
-    fake_telegram.recorder.fail_for("sendMessage", 502, 1.0, description="Bad Gateway")
+    fake_telegram.recorder.outage("sendMessage", 502, description="Bad Gateway")
     fake_openai.script_reply("We open at nine.")
     update = vendors.telegram_update(vendors.telegram_message("When do you open?"))
     assert await services.inbox.push("telegram", str(update["update_id"]), str(vendors.USER_ID), json.dumps(update))
@@ -128,6 +128,7 @@ async def test_a_reply_the_vendor_refused_before_its_consumer_went_away_is_sent_
     assert fake_telegram.sent_texts() == []
     assert await services.redis.xlen(services.inbox.stream) == 1  # left pending: nothing says it must wait
 
+    fake_telegram.recorder.back("sendMessage")
     taking_over = consumer(services)  # the turn is not run again: its stored reply waits, then goes out
     await taking_over.start()
     try:

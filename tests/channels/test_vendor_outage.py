@@ -14,7 +14,6 @@ from tests.channels import vendors
 from tests.channels.conftest import settle, wait_until
 
 ADMIN = {"Authorization": "Bearer admin-secret"}
-OUTAGE_S = 1.5
 
 
 @pytest.fixture
@@ -28,7 +27,7 @@ def _inbox(client: httpx.Client) -> dict:
 
 def test_a_reply_waits_out_the_outage_and_arrives_once_telegram_is_back(
         client, live, fake_telegram, fake_openai, stored):
-    fake_telegram.recorder.fail_for("sendMessage", 502, OUTAGE_S, description="Bad Gateway")
+    fake_telegram.recorder.outage("sendMessage", 502, description="Bad Gateway")
     fake_openai.script_reply("We open at nine.")
     assert vendors.post_telegram(client, vendors.telegram_update(vendors.telegram_message("When do you open?"))
                                  ).status_code == 200
@@ -40,7 +39,8 @@ def test_a_reply_waits_out_the_outage_and_arrives_once_telegram_is_back(
     assert "fake-token" not in str(waiting)  # the bot token is in every Bot API URL: never in the record
     assert fake_telegram.sent_texts() == []
 
-    wait_until(lambda: fake_telegram.sent_texts(), timeout=OUTAGE_S + 5, what="the reply after the outage")
+    fake_telegram.recorder.back("sendMessage")
+    wait_until(lambda: fake_telegram.sent_texts(), what="the reply after the outage")
     settle(live)
     state = _inbox(client)
     assert state["dead"] == 0 and state["dead_letters"] == [] and state["waiting"] == []
@@ -52,7 +52,7 @@ def test_a_reply_waits_out_the_outage_and_arrives_once_telegram_is_back(
 
 def test_a_chats_later_message_waits_behind_the_earlier_one_and_keeps_its_order(
         client, live, fake_telegram, fake_openai):
-    fake_telegram.recorder.fail_for("sendMessage", 503, OUTAGE_S, description="Service Unavailable")
+    fake_telegram.recorder.outage("sendMessage", 503, description="Service Unavailable")
     fake_openai.script_reply("first answer")
     fake_openai.script_reply("second answer")
     vendors.post_telegram(client, vendors.telegram_update(vendors.telegram_message("first question")))
@@ -64,7 +64,8 @@ def test_a_chats_later_message_waits_behind_the_earlier_one_and_keeps_its_order(
     assert behind[0]["waiting_for"] == "an earlier delivery of this chat"
     assert len(fake_openai.chat_requests()) == 1  # the second turn has not run ahead of the first reply
 
-    wait_until(lambda: len(fake_telegram.sent_texts()) == 2, timeout=OUTAGE_S + 8, what="both replies")
+    fake_telegram.recorder.back("sendMessage")
+    wait_until(lambda: len(fake_telegram.sent_texts()) == 2, what="both replies")
     settle(live)
     assert fake_telegram.sent_texts(vendors.USER_ID) == ["first answer", "second answer"]
     assert _inbox(client)["dead"] == 0
@@ -93,7 +94,7 @@ def test_a_delivery_still_failing_after_the_window_is_dead_lettered_with_its_rea
 
 def test_a_delivery_whose_turn_cannot_be_accepted_waits_too(client, live, fake_telegram, fake_openai):
     # A fresh gateway asks Telegram who it is (getMe) before it reads the first update.
-    fake_telegram.recorder.fail_for("getMe", 502, OUTAGE_S, description="Bad Gateway")
+    fake_telegram.recorder.outage("getMe", 502, description="Bad Gateway")
     fake_openai.script_reply("Back again.")
     vendors.post_telegram(client, vendors.telegram_update(vendors.telegram_message("hello?")))
 
@@ -101,7 +102,8 @@ def test_a_delivery_whose_turn_cannot_be_accepted_waits_too(client, live, fake_t
     assert waiting["waiting_for"] == "its turn to be accepted" and waiting["error_kind"] == "ServiceUnavailable"
     assert "getMe" in waiting["error"]
 
-    wait_until(lambda: fake_telegram.sent_texts(), timeout=OUTAGE_S + 5, what="the reply after the outage")
+    fake_telegram.recorder.back("getMe")
+    wait_until(lambda: fake_telegram.sent_texts(), what="the reply after the outage")
     settle(live)
     assert fake_telegram.sent_texts() == ["Back again."] and _inbox(client)["dead"] == 0
 
@@ -109,12 +111,14 @@ def test_a_delivery_whose_turn_cannot_be_accepted_waits_too(client, live, fake_t
 def test_an_sms_resent_after_an_outage_goes_under_its_turns_idempotency_token(
         client, live, fake_twilio, fake_openai, stored):
     """Parts that Twilio took before the outage are not sent twice: the resend carries the first send's keys."""
-    fake_twilio.recorder.fail_for("Messages", 503, OUTAGE_S)
+    fake_twilio.recorder.outage("Messages", 503)
     fake_openai.script_reply("Your bike is ready.")
     vendors.post_twilio(client, "/channels/twilio/sms", vendors.sms_params("Is my bike ready?"))
     wait_until(lambda: _inbox(client)["waiting"], what="the SMS reply to wait")
+    assert fake_twilio.sent_texts() == []
 
-    wait_until(lambda: fake_twilio.sent_texts(), timeout=OUTAGE_S + 5, what="the SMS after the outage")
+    fake_twilio.recorder.back("Messages")
+    wait_until(lambda: fake_twilio.sent_texts(), what="the SMS after the outage")
     settle(live)
     assert fake_twilio.sent_texts(vendors.CALLER) == ["Your bike is ready."]
     [_, agent] = stored.messages(f"phone:{vendors.CALLER}")

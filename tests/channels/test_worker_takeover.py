@@ -42,6 +42,8 @@ def _worker(settings, fake_telegram, fake_openai, data_dir) -> subprocess.Popen:
         "SWITCHBOARD_TELEGRAM_WEBHOOK_SECRET": vendors.TELEGRAM_SECRET,
         "SWITCHBOARD_TELEGRAM_API_BASE": fake_telegram.url,
         "SWITCHBOARD_INBOX_RECLAIM_S": "1",
+        # The killed worker's turn lock is free once its lease runs out: the next worker waits that long.
+        "SWITCHBOARD_TURN_LOCK_LEASE_S": "2",
         "SWITCHBOARD_TURN_DRAIN_TIMEOUT_S": "2",
         "SWITCHBOARD_LOG_LEVEL": "WARNING",
     })

@@ -28,7 +28,7 @@ class Recorder:
     calls: list[Call] = field(default_factory=list)
     _script: dict[str, deque[Failure]] = field(default_factory=lambda: defaultdict(deque))
     _always: dict[str, Failure] = field(default_factory=dict)
-    _outage: dict[str, tuple[float, Failure]] = field(default_factory=dict)  # method -> (until, how it fails)
+    _outage: dict[str, Failure] = field(default_factory=dict)  # method -> how it fails until it is back
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def fail(self, method: str, status: int, *, times: int = 1, retry_after: int | None = None,
@@ -39,17 +39,22 @@ class Recorder:
     def fail_always(self, method: str, status: int) -> None:
         self._always[method] = Failure(status)
 
-    def fail_for(self, method: str, status: int, seconds: float, *, description: str | None = None) -> None:
-        """An outage: every call fails for ``seconds`` from now, then the vendor is back."""
+    def outage(self, method: str, status: int, *, description: str | None = None) -> None:
+        """An outage: every call fails until ``back(method)``. The test ends it once it has seen what the
+        outage does, not after a fixed time that a slow turn on a loaded machine could outlast."""
         with self._lock:
-            self._outage[method] = (time.monotonic() + seconds, Failure(status, None, description))
+            self._outage[method] = Failure(status, None, description)
+
+    def back(self, method: str) -> None:
+        """The outage of ``method`` is over."""
+        with self._lock:
+            self._outage.pop(method, None)
 
     def next_failure(self, method: str) -> Failure | None:
         with self._lock:
             if self._script[method]:
                 return self._script[method].popleft()
-            until, failure = self._outage.get(method, (0.0, None))
-            if failure is not None and time.monotonic() < until:
+            if (failure := self._outage.get(method)) is not None:
                 return failure
         return self._always.get(method)
 

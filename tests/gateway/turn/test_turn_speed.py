@@ -72,6 +72,9 @@ async def test_new_redis_connections_do_not_read_the_installed_packages_metadata
 
 def test_the_app_collects_garbage_less_often_while_it_serves_and_restores_it_after(settings):
     before = gc.get_threshold()
-    with LiveServer(create_app(settings)):
+    with LiveServer(create_app(settings.model_copy(update={"gc_tuning": True}))):
         assert gc.get_threshold() == GC_THRESHOLDS != before
-    assert gc.get_threshold() == before
+        assert gc.get_freeze_count() > 0
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+    with LiveServer(create_app(settings.model_copy(update={"gc_tuning": False}))):  # as the suite's gateways run
+        assert gc.get_threshold() == before and gc.get_freeze_count() == 0
