@@ -27,6 +27,8 @@ def test_the_screen_shows_ratings_comments_cost_charts_and_gaps(console, fake_op
         screen = client.get("/admin/insights", params={"range": "today"})
         assert screen.status_code == 200
         html = screen.text
+        assert re.search(r"<title>[^<]*Insights[^<]*</title>", html)  # the page's title is only its title
+        assert html.count('id="cost-h"') == 1
         assert re.search(r'<th scope="row">Conversations</th><td>1</td>', html)
         assert re.search(r'<th scope="row">Unanswered</th><td>1 \(100 %\)</td>', html)
         assert re.search(r'<th scope="row">Rated 👍 / 👎</th><td>0 / 1 \(0 % 👍\)</td>', html)
