@@ -12,7 +12,8 @@ from twilio.request_validator import RequestValidator
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from tests.gateway.cli.test_serve_address import _free_port, _serve, _stop
+from tests.fakes.live_server import free_port
+from tests.gateway.cli.test_serve_address import _serve, _stop
 
 TOKEN = "t" * 32  # the auth token _serve gives the gateway
 BODY_LIMIT = 100_000  # SWITCHBOARD_MAX_BODY_BYTES here; the relay's frame limit stays 64 KiB
@@ -42,7 +43,7 @@ def _close(ws) -> ConnectionClosed:
 
 
 def test_a_websocket_message_past_the_body_limit_is_refused_by_the_server(tmp_path):
-    port = _free_port()
+    port = free_port()
     proc = _serve(tmp_path, port, SWITCHBOARD_TWILIO_VOICE_MODE="relay", SWITCHBOARD_MAX_BODY_BYTES=str(BODY_LIMIT))
     base = f"http://127.0.0.1:{port}"
     try:
