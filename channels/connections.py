@@ -38,8 +38,8 @@ from gateway.channel import (
     split_delivery_id,
 )
 
-__all__ = ["CONNECTION_MODULES", "CONNECTION_SOCKETS", "ConnectionKind", "NotedSink", "install_connections",
-           "persona_scope"]
+__all__ = ["CONNECTION_MODULES", "CONNECTION_SOCKETS", "ConnectionKind", "NotedRatedSink", "NotedSink",
+           "install_connections", "persona_scope"]
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +99,24 @@ async def note_delivery(context: ChannelContext, connection: Connection, report:
         else:
             await context.connections.note_error(connection, report.error or "the reply was not delivered")
     return report
+
+
+class NotedRatedSink:
+    """Mixed in before a vendor's rating sink (Telegram, Slack): a connection's replies, with or without the
+    rating buttons, each noted in the connection's status once (``note_delivery``)."""
+
+    context: ChannelContext
+    connection: Connection
+    buttons: bool
+
+    async def deliver(self, text: str) -> DeliveryReport:
+        return await note_delivery(self.context, self.connection, await super().deliver(text))  # type: ignore[misc]
+
+    async def deliver_rated(self, text: str, message_id: str) -> DeliveryReport:
+        if not self.buttons:  # the vendor sink would call ``deliver``, noted there
+            return await self.deliver(text)
+        report = await super().deliver_rated(text, message_id)  # type: ignore[misc]
+        return await note_delivery(self.context, self.connection, report)
 
 
 async def persona_scope(context: ChannelContext, connection: Connection) -> str:

@@ -11,26 +11,18 @@ from __future__ import annotations
 from fastapi import Request, Response
 from slack_sdk.web.async_client import AsyncWebClient
 
-from channels.connections import note_delivery
+from channels.connections import NotedRatedSink
 from channels.slack.adapter import CAPABILITIES, SlackAdapter, SlackSink
 from channels.slack.check import SlackCheck
-from gateway.channel import ChannelContext, Connection, Delivery, DeliveryReport, TurnWork
+from gateway.channel import ChannelContext, Connection, Delivery, TurnWork
 
 __all__ = ["SlackConnections", "build_connections"]
 
 
-class ConnectionSlackSink(SlackSink):
+class ConnectionSlackSink(NotedRatedSink, SlackSink):
     def __init__(self, inner: SlackSink, context: ChannelContext, connection: Connection) -> None:
         super().__init__(inner.client, inner.channel_id, inner.thread_ts, inner.policy, inner.buttons)
         self.context, self.connection = context, connection
-
-    async def deliver(self, text: str) -> DeliveryReport:
-        return await note_delivery(self.context, self.connection, await super().deliver(text))
-
-    async def deliver_rated(self, text: str, message_id: str) -> DeliveryReport:
-        if not self.buttons:
-            return await self.deliver(text)
-        return await note_delivery(self.context, self.connection, await super().deliver_rated(text, message_id))
 
 
 class SlackConnections:

@@ -20,7 +20,7 @@ from aiogram.types import Message, Update, User
 from fastapi import Request, Response
 from pydantic import ValidationError
 
-from channels.connections import note_delivery
+from channels.connections import NotedRatedSink
 from channels.delivery import reject_unverified
 from channels.errors import ChannelRejected
 from channels.outbound_retry import RetryPolicy
@@ -48,7 +48,6 @@ from gateway.channel import (
     CredentialsRefused,
     Delivery,
     DeliveryRejected,
-    DeliveryReport,
     EndReason,
     SendWork,
     TurnWork,
@@ -66,21 +65,13 @@ __all__ = ["TelegramConnections", "build_connections"]
 log = logging.getLogger(__name__)
 
 
-class ConnectionTelegramSink(TelegramSink):
+class ConnectionTelegramSink(NotedRatedSink, TelegramSink):
     """A connection bot's replies; each outcome goes into the connection's status."""
 
     def __init__(self, bot: Bot, target, policy: RetryPolicy, context: ChannelContext, connection: Connection) -> None:
         super().__init__(bot, target, policy, buttons=context.settings.feedback_buttons)
         self.context = context
         self.connection = connection
-
-    async def deliver(self, text: str) -> DeliveryReport:
-        return await note_delivery(self.context, self.connection, await super().deliver(text))
-
-    async def deliver_rated(self, text: str, message_id: str) -> DeliveryReport:
-        if not self.buttons:
-            return await self.deliver(text)
-        return await note_delivery(self.context, self.connection, await super().deliver_rated(text, message_id))
 
 
 class TelegramConnections:
