@@ -25,6 +25,7 @@ from gateway.core.outbound_client import GuardedTransport
 from gateway.core.settings import Settings
 from gateway.insight.signature import HEADER, sign
 from gateway.insight.webhooks import Endpoint, Webhooks
+from gateway.jobs.lease import Lease
 
 __all__ = ["WebhookDelivery"]
 
@@ -32,15 +33,6 @@ log = logging.getLogger(__name__)
 
 ANSWER_MAX_BYTES = 64 * 1024
 LEASE_S = 30
-# KEYS: the lease. ARGV: our token, lease ms. Take it when free, renew it when ours; 1 when we hold it.
-_LEASE = """
-local holder = redis.call('GET', KEYS[1])
-if holder == false or holder == ARGV[1] then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', tonumber(ARGV[2]))
-  return 1
-end
-return 0
-"""
 
 
 class WebhookDelivery:
@@ -54,7 +46,6 @@ class WebhookDelivery:
         self.redis = webhooks.store.redis
         self.policy = policy
         self.token = uuid.uuid4().hex
-        self._lease = self.redis.register_script(_LEASE)
         self._tasks: dict[str, tuple[Endpoint, asyncio.Task]] = {}
         self._supervisor: asyncio.Task | None = None
         self._client: httpx.AsyncClient | None = None
@@ -116,11 +107,12 @@ class WebhookDelivery:
 
     async def _deliver_all(self, endpoint: Endpoint) -> None:
         stream = self.webhooks.stream_key(endpoint.id)
-        lease = self.webhooks.store.key("webhooks", "lease", endpoint.id)
+        lease = Lease(self.redis, self.webhooks.store.key("webhooks", "lease", endpoint.id), ttl_s=LEASE_S,
+                      token=self.token)
         failures = 0
         while True:
             try:
-                if not await self._lease(keys=[lease], args=[self.token, LEASE_S * 1000]):
+                if not await lease.take():
                     await asyncio.sleep(LEASE_S / 3)
                     continue
                 head = await self.redis.xrange(stream, count=1)
