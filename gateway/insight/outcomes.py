@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
+from gateway.conversation.outcome_index import OUTCOMES as INDEXED
+from gateway.conversation.outcome_index import OutcomeIndex
 from gateway.conversation.store import RedisStore
 from gateway.core.events import ConversationEnded
 from gateway.core.metrics import Metrics
@@ -37,9 +39,11 @@ GAP_EXAMPLES = 5
 _RESOLVED_ON = {EndReason.TIMEOUT, EndReason.CALL_ENDED}
 
 # KEYS: the day's counters, the conversation's flags, the day's gap groups, the group's examples, its offered
-#       topics, the set of (agent, channel, connection) seen, the day's gap groups whatever the dims
+#       topics, the set of (agent, channel, connection) seen, the day's gap groups whatever the dims, then
+#       the outcome index's sets (``OutcomeIndex.keys``)
 # ARGV: dims suffix, started, handoff, unanswered, prompt, completion, cost (nano), unpriced tokens,
-#       flags TTL, counters TTL, gap member, example, offered topics (JSON list), hour of the day (HH)
+#       flags TTL, counters TTL, gap member, example, offered topics (JSON list), hour of the day (HH),
+#       the conversation's id and its activity (epoch seconds)
 _RECORD = """
 local h, conv, d = KEYS[1], KEYS[2], ARGV[1]
 local function add(name, n)  -- at this (agent, channel, connection), and in the day's total
@@ -71,12 +75,21 @@ if ARGV[4] == '1' and ARGV[11] ~= '' then
   for _, topic in ipairs(cjson.decode(ARGV[13])) do redis.call('SADD', KEYS[5], topic) end
   redis.call('EXPIRE', KEYS[5], tonumber(ARGV[10]))
 end
+-- the conversation's outcomes so far, filed (again) at its activity for the conversation list's filter
+local at = tonumber(ARGV[16])
+for i, name in ipairs(cjson.decode(OUTCOME_NAMES)) do
+  if redis.call('HEXISTS', conv, name) == 1 then
+    redis.call('ZADD', KEYS[7 + i], at, ARGV[15])
+    redis.call('ZREMRANGEBYSCORE', KEYS[7 + i], '-inf', at - tonumber(ARGV[9]))
+  end
+end
 return 1
-""".replace("LAST_EXAMPLE", str(GAP_EXAMPLES - 1))
+""".replace("LAST_EXAMPLE", str(GAP_EXAMPLES - 1)).replace("OUTCOME_NAMES", repr(json.dumps(list(INDEXED))))
 
 
-# KEYS: the day's counters, the conversation's flags, the set of (agent, channel, connection) seen.
-# ARGV: dims suffix, flags TTL, counters TTL. A conversation the customer left mid-answer, counted once.
+# KEYS: the day's counters, the conversation's flags, the set of (agent, channel, connection) seen, the outcome
+# index's abandoned set. ARGV: dims suffix, flags TTL, counters TTL, the conversation's id and activity (epoch s).
+# A conversation the customer left mid-answer, counted once.
 _ABANDONED = """
 if redis.call('HSETNX', KEYS[2], 'abandoned', 1) == 1 then
   redis.call('HINCRBY', KEYS[1], 'abandoned' .. ARGV[1], 1)
@@ -85,6 +98,8 @@ if redis.call('HSETNX', KEYS[2], 'abandoned', 1) == 1 then
   redis.call('SADD', KEYS[3], ARGV[1])
 end
 redis.call('EXPIRE', KEYS[2], tonumber(ARGV[2]))
+redis.call('ZADD', KEYS[4], tonumber(ARGV[5]), ARGV[4])
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', tonumber(ARGV[5]) - tonumber(ARGV[2]))
 return 1
 """
 
@@ -112,7 +127,7 @@ class TraceCost(BaseModel):
     model_calls: list[ModelCallTrace] = Field(default_factory=list)
 
 
-OUTCOMES = ("resolved", "handed_off", "unanswered", "abandoned")  # as the conversation's flags name them
+OUTCOMES = tuple(INDEXED)  # as the conversation's flags name them
 
 
 def gap_group(question: str) -> tuple[str, str]:
@@ -132,6 +147,7 @@ class Outcomes:
         self.counters = counters
         self.prices = prices
         self.metrics = metrics
+        self.index = OutcomeIndex(store)
         self._phrases = [p.strip().lower() for p in settings.unanswered_phrases.split("|") if p.strip()]
 
     def conversation_key(self, conversation_id: str) -> str:
@@ -169,12 +185,13 @@ class Outcomes:
         now = utcnow()
         gap_id = member[:12]
         pipe.eval(
-            _RECORD, 7, self.counters.key(now.date()), self.conversation_key(trace.conversation_id),
+            _RECORD, 7 + len(INDEXED), self.counters.key(now.date()), self.conversation_key(trace.conversation_id),
             self.gaps_key(now.date(), dims.suffix), self.gap_key(gap_id, "examples"), self.gap_key(gap_id, "offered"),
-            self.counters.dims_key, self.gaps_key(now.date(), ""),
+            self.counters.dims_key, self.gaps_key(now.date(), ""), *self.index.keys,
             dims.suffix, int(turn.started), int(bool(trace.handoff)), int(unanswered), prompt, completion,
             cost, unpriced, CONVERSATION_TTL_S, self.counters.ttl_s,
             member, example, json.dumps(offered), f"{now.hour:02d}",
+            trace.conversation_id, turn.conversation.last_activity_at.timestamp(),
         )
         if trace.api_key:
             self.counters.add_key_into(pipe, now, trace.api_key, {"turns": 1, "prompt": prompt,
@@ -209,8 +226,9 @@ class Outcomes:
         if not trace.abandoned:
             return
         dims = Dims.of(trace.agent, trace.channel, trace.connection)
-        pipe.eval(_ABANDONED, 3, self.counters.key(utcnow().date()), self.conversation_key(trace.conversation_id),
-                  self.counters.dims_key, dims.suffix, CONVERSATION_TTL_S, self.counters.ttl_s)
+        pipe.eval(_ABANDONED, 4, self.counters.key(utcnow().date()), self.conversation_key(trace.conversation_id),
+                  self.counters.dims_key, self.index.key("abandoned"), dims.suffix, CONVERSATION_TTL_S,
+                  self.counters.ttl_s, trace.conversation_id, turn.conversation.last_activity_at.timestamp())
 
     def unanswered(self, trace: TurnTrace) -> bool:
         """The agent said it did not know, or retrieval found nothing above the threshold."""
@@ -240,7 +258,8 @@ class Outcomes:
         pipe.hsetnx(key, "handed_off", 1)
         pipe.hget(key, "dims")
         pipe.expire(key, CONVERSATION_TTL_S)
-        first, dims, _ = await pipe.execute()
+        self.index.add_into(pipe, "handed_off", conversation.id, utcnow().timestamp(), CONVERSATION_TTL_S)
+        first, dims, *_ = await pipe.execute()
         if first:
             found = Dims.parse(dims.decode()) if dims else Dims.of(None, conversation.channel, conversation.connection)
             await self.counters.add(utcnow(), found, {"handed_off": 1})
@@ -261,7 +280,9 @@ class Outcomes:
             return
         dims = Dims.parse(flags["dims"])
         pipe = self.store.redis.pipeline(transaction=False)
-        pipe.hset(key, "resolved", 1)  # for the export
+        pipe.hset(key, "resolved", 1)  # for the export and the conversation list
+        self.index.add_into(pipe, "resolved", event.conversation.id,
+                            event.conversation.last_activity_at.timestamp(), CONVERSATION_TTL_S)
         self.counters.add_into(pipe, at_or_now(event.conversation.ended_at), dims, {"resolved": 1})
         if self.webhooks is not None:
             self.webhooks.emit_into(pipe, "conversation.resolved", event.conversation.id,

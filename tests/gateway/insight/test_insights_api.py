@@ -4,14 +4,17 @@ with another agent and model, and ``GET /api/insights`` sums what the fake model
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 
 import httpx
 import pytest
+from pydantic import SecretStr
 
 from gateway.core.settings import ModelPrice
 from gateway.http.app import create_app
+from tests.admin_ui.conftest import PASSWORD, sign_in
 from tests.fakes.live_server import LiveServer
 
 ADMIN = {"Authorization": "Bearer admin-secret"}
@@ -177,17 +180,25 @@ TOPICS = [
 ]
 
 
-@pytest.mark.parametrize("overrides", [{"inactivity_timeout_s": 1, "retrieval_strategy": "bm25"}], ids=["idle-1s"])
+def listed(api: httpx.Client, **query) -> list[str]:
+    answer = api.get("/api/conversations", params=query, headers=ADMIN)
+    assert answer.status_code == 200, answer.text
+    return [row["id"] for row in answer.json()["conversations"]]
+
+
+@pytest.mark.parametrize("overrides", [{"inactivity_timeout_s": 1, "retrieval_strategy": "bm25",
+                                        "admin_password": SecretStr(PASSWORD), "admin_user": "root"}],
+                         ids=["idle-1s"])
 def test_outcomes_resolved_handed_off_and_unanswered(api, fake_openai, overrides):
     for topic in TOPICS:
         assert api.post("/api/kb/topics", json=topic, headers=ADMIN).status_code == 201
     happy, unhappy, stuck, lost, puzzled = (Visitor(api) for _ in range(5))
-    happy.say("When do you open?")
+    happy_first = happy.say("When do you open?")["conversation_id"]
     unhappy.rate(unhappy.say("Where is my order?"), "down")
-    stuck.say("I want to talk to a human please")
+    stuck_id = stuck.say("I want to talk to a human please")["conversation_id"]
     fake_openai.script_reply("Sorry, I don't know whether we open on holidays.")
-    lost.say("When do you open on holidays?")  # retrieval found the hours; the model did not know
-    puzzled.say("Do you rent unicycles?")  # retrieval found nothing
+    lost_first = lost.say("When do you open on holidays?")["conversation_id"]  # hours found; the model did not know
+    puzzled_id = puzzled.say("Do you rent unicycles?")["conversation_id"]  # retrieval found nothing
     puzzled.say("Are unicycles for rent?")  # the same words: one gap group, the conversation counted once
     time.sleep(1.3)  # past SWITCHBOARD_INACTIVITY_TIMEOUT_S: the next message ends the conversation first
     for visitor in (happy, unhappy, lost):
@@ -209,6 +220,24 @@ def test_outcomes_resolved_handed_off_and_unanswered(api, fake_openai, overrides
     dismissed = api.post(f"/api/insights/gaps/{unicycles['id']}/dismiss", headers=ADMIN)
     assert dismissed.status_code == 200
     assert [g["id"] for g in insights(api)["gaps"]] == [holidays["id"]]
+
+    # The conversation list filters by outcome (newest activity first), alone or with a channel or text.
+    assert listed(api, outcome="handed_off") == [stuck_id]
+    assert listed(api, outcome="unanswered") == [puzzled_id, lost_first]
+    assert listed(api, outcome="resolved") == [lost_first, happy_first]
+    assert listed(api, outcome="abandoned") == []
+    assert listed(api, outcome="unanswered", channel="webchat") == [puzzled_id, lost_first]
+    assert listed(api, outcome="unanswered", channel="telegram") == []
+    assert listed(api, outcome="unanswered", q="unicycles") == [puzzled_id]
+    assert listed(api, outcome="handed_off", status="waiting") == [stuck_id]
+    assert listed(api, outcome="resolved", status="ended") == [lost_first, happy_first]
+    assert len(listed(api)) == 8
+    assert api.get("/api/conversations", params={"outcome": "happy"}, headers=ADMIN).status_code == 422
+    with httpx.Client(base_url=str(api.base_url), timeout=20) as console:
+        sign_in(console)
+        page = console.get("/admin/conversations", params={"outcome": "handed_off"}).text
+    assert '<option value="handed_off" selected>Handed off</option>' in page
+    assert re.findall(r'<tr data-conversation="([^"]+)"', page) == [stuck_id]
 
 
 def test_insights_refuse_bad_ranges_and_need_the_admin_token(api):
