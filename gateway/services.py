@@ -329,6 +329,7 @@ class Services:
         services.desk = OperatorDesk(settings, store, handoffs, services.inbox, services.inbox_handlers,
                                      services.direct_sinks, pipeline.capabilities)
         services.insight = insight
+        rag.record_usage = insight.usage.record  # the voice retrieval job's model calls (issue 41: cost)
         insight.insights.encoder = lambda: knowledge.dense  # gaps merged by meaning
         webhook_delivery = WebhookDelivery(settings, insight.webhooks, tool_policy, redis_url,
                                            {insight.price_edits.changes_channel: insight.price_edits.reload})

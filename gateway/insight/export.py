@@ -16,8 +16,9 @@ from gateway.conversation.store import RedisStore
 from gateway.core.models import Conversation, Message
 from gateway.insight.counters import Dims
 from gateway.insight.feedback import Feedback, Vote
-from gateway.insight.outcomes import Outcomes, TraceCost, turn_cost
+from gateway.insight.outcomes import Outcomes
 from gateway.insight.prices import NANO, PriceTable
+from gateway.insight.trace_cost import TraceCost, turn_cost
 
 __all__ = ["BATCH", "CSV_COLUMNS", "ConversationExport", "Exporter"]
 

@@ -13,17 +13,17 @@ from datetime import date, datetime
 from functools import partial
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, Field
-
 from gateway.conversation.outcome_index import OUTCOMES as INDEXED
 from gateway.conversation.outcome_index import OutcomeIndex
 from gateway.conversation.store import RedisStore
 from gateway.core.events import ConversationEnded
 from gateway.core.metrics import Metrics
-from gateway.core.models import Conversation, EndReason, ModelCallTrace, TokenUsage, TurnTrace, utcnow
+from gateway.core.models import Conversation, EndReason, TurnTrace, utcnow
 from gateway.core.settings import Settings
 from gateway.insight.counters import DailyCounters, Dims
 from gateway.insight.prices import PriceTable
+from gateway.insight.trace_cost import TraceCost, turn_cost
+from gateway.insight.usage import meter
 from gateway.insight.webhooks import Webhooks
 from rag_core.tokenizer import tokenize
 
@@ -104,29 +104,6 @@ return 1
 """
 
 
-def turn_cost(trace: TurnTrace | TraceCost, prices: PriceTable) -> tuple[int, int, int, int]:
-    """A turn's prompt and completion tokens, cost (billionths) and unpriced tokens: its reply's call and its
-    other model calls (selection, rewrite, checks), each priced by its own model."""
-    calls = [(c.model, c.prompt_tokens, c.completion_tokens) for c in trace.model_calls]
-    if trace.usage is not None:
-        calls.append((trace.model, trace.usage.prompt_tokens, trace.usage.completion_tokens))
-    prompt = completion = cost = unpriced = 0
-    for model, p, c in calls:
-        prompt, completion = prompt + p, completion + c
-        if p or c:
-            priced = prices.cost_nano(model, p, c)
-            cost, unpriced = (cost + priced, unpriced) if priced is not None else (cost, unpriced + p + c)
-    return prompt, completion, cost, unpriced
-
-
-class TraceCost(BaseModel):
-    """What pricing needs of a stored turn trace (the export reads only this much of it)."""
-
-    model: str | None = None
-    usage: TokenUsage | None = None
-    model_calls: list[ModelCallTrace] = Field(default_factory=list)
-
-
 OUTCOMES = tuple(INDEXED)  # as the conversation's flags name them
 
 
@@ -198,11 +175,7 @@ class Outcomes:
                                                                   "completion": completion, "cost_nano": cost})
         if self.webhooks is not None:
             self._events_into(pipe, turn, unanswered)
-        labels = (dims.agent, dims.channel)
-        if prompt or completion:
-            self.metrics.insight_tokens.labels(*labels, "prompt").inc(prompt)
-            self.metrics.insight_tokens.labels(*labels, "completion").inc(completion)
-            self.metrics.insight_cost.labels(*labels).inc(cost / 1e9)
+        meter(self.metrics, dims, prompt, completion, cost)
 
     def _events_into(self, pipe, turn: Turn, unanswered: bool) -> None:
         """The turn's webhook events, queued in its closing round trip (nothing when no webhook takes them)."""

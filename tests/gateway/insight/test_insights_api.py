@@ -16,6 +16,7 @@ from gateway.core.settings import ModelPrice
 from gateway.http.app import create_app
 from tests.admin_ui.conftest import PASSWORD, sign_in
 from tests.fakes.live_server import LiveServer
+from tests.fakes.openai_server import embedding_tokens
 
 ADMIN = {"Authorization": "Bearer admin-secret"}
 PRICES = {"model-a": {"input": 2.5, "output": 10.0}, "model-b": {"input": 0.15, "output": 0.6}}
@@ -361,3 +362,23 @@ def test_a_checks_model_call_is_counted_and_priced_with_the_reply(api, fake_open
     [line] = [json.loads(row) for row in export.splitlines()]
     assert (line["prompt_tokens"], line["completion_tokens"]) == (reply[0] + judge[0], reply[1] + judge[1])
     assert line["cost"] == pytest.approx(expected, abs=1e-9)
+
+
+@pytest.mark.parametrize("overrides", [{"embeddings": "openai", "retrieval_strategy": "hybrid"}], ids=["openai"])
+def test_the_query_embeddings_the_endpoint_reports_are_counted_and_priced_with_the_turn(api, fake_openai,
+                                                                                        overrides):
+    assert api.post("/api/kb/topics", json=TOPICS[0], headers=ADMIN).status_code == 201
+    before = len(fake_openai.requests)  # the topic's own embedding is the knowledge base's, not a turn's
+    fake_openai.script_reply("We open at nine.")
+    reply = Visitor(api).say("When do you open on Sunday mornings?")
+    embedded = [embedding_tokens(r["body"]["input"] if isinstance(r["body"]["input"], list) else [r["body"]["input"]])
+                for r in fake_openai.requests[before:] if r["path"] == "/v1/embeddings"]
+    assert embedded and sum(embedded) >= len("When do you open on Sunday mornings?".split())
+    [trace] = api.get(f"/api/conversations/{reply['conversation_id']}", headers=ADMIN).json()["traces"]
+    assert [(c["kind"], c["model"], c["prompt_tokens"]) for c in trace["model_calls"]] == [
+        ("embedding", "text-embedding-3-small", n) for n in embedded]
+    prompt, completion = fake_usage("We open at nine.")
+    report = insights(api)
+    assert report["tokens"] == {"prompt": prompt + sum(embedded), "completion": completion, "unpriced": 0}
+    expected = (prompt * 2.5 + completion * 10.0 + sum(embedded) * 0.02) / 1e6  # text-embedding-3-small: 0.02
+    assert report["cost"] == pytest.approx(expected, abs=1e-12)
