@@ -132,6 +132,9 @@ class ChannelContext:
     rate_limits: RateLimits | None = None  # web chat's sessions and messages (README: Rate limits)
     visitors: list[VisitorCheck] = field(default_factory=list)  # who may rate a reply (insight, issue 41)
     feedback: Feedback | None = None  # ratings from the channels' buttons (insight, issue 41)
+    # the customer left before a finished turn's reply reached them (a caller who hung up before it was
+    # spoken): counts the conversation ``abandoned`` once (insight, issue 41); given the conversation id
+    left_after_turn: Callable[[str], Awaitable[None]] | None = None
     # conn (issue 28): connections the webhooks route by, and each kind's vendor check (channels fill it)
     connections: ConnectionStore | None = None
     connection_verifiers: dict[str, ConnectionVerifier] = field(default_factory=dict)
@@ -457,6 +460,7 @@ class Services:
             connection_verifiers=self.connections.verifiers if self.connections else {},
             visitors=self.visitors, environment_connections=environment_connections(self.settings),
             feedback=self.insight.feedback if self.insight else None,
+            left_after_turn=self.insight.outcomes.left_after_turn if self.insight else None,
         )
 
     async def start(self) -> None:

@@ -46,14 +46,16 @@ _POLL_S = 0.05
 
 
 class VoiceSink:
-    """Delivery is leaving the spoken reply where the call's next webhook will find it."""
+    """Delivery is leaving the spoken reply where the call's next webhook will find it. A call whose status
+    callback said it ended before then was left mid-answer (``ended_key``: set by ``/voice/status``)."""
 
     streaming = False
     channel = CHANNEL
 
-    def __init__(self, store: RedisStore, key: str) -> None:
+    def __init__(self, store: RedisStore, key: str, ended_key: str | None = None) -> None:
         self.store = store
         self.key = key
+        self.ended_key = ended_key
 
     async def delta(self, text: str) -> None:  # pragma: no cover - not streaming
         raise NotImplementedError
@@ -61,7 +63,9 @@ class VoiceSink:
     async def deliver(self, text: str) -> DeliveryReport:
         spoken = " ".join(render(text, CAPABILITIES))
         await self.store.redis.set(self.key, spoken, ex=_KEY_TTL_S)
-        return DeliveryReport(delivered=True)
+        # written first, then the call's end read (``status`` does the opposite): one of the two sees the other
+        left = bool(self.ended_key and await self.store.redis.exists(self.ended_key))
+        return DeliveryReport(delivered=True, left=left)
 
 
 class TwilioVoiceAdapter:
@@ -173,14 +177,38 @@ class TwilioVoiceAdapter:
         call = await self._call(request, line)
         if call.call_status in ENDED_STATUSES:
             conv_id = await self.store.redis.get(self._call_key(line, call.call_sid))
+            if conv_id is not None:
+                await self._left_unheard(line, call.call_sid, conv_id.decode())
             conversation = await self.store.get_conversation(conv_id.decode()) if conv_id else None
             if conversation is not None and await self.context.sessions.end(conversation, EndReason.CALL_ENDED):
                 log.info("call %s %s: conversation %s ended", call.call_sid, call.call_status, conversation.id)
         return Response(status_code=204)
 
+    async def _left_unheard(self, line: Line, call_sid: str, conversation_id: str) -> None:
+        """The call ended while a turn's answer was pending (not yet spoken): abandoned. A turn still running
+        sees the call's end as it delivers (``VoiceSink``); a reply already written but never spoken is
+        counted here."""
+        pipe = self.store.redis.pipeline(transaction=False)
+        pipe.set(self._ended_key(line, call_sid), 1, ex=_KEY_TTL_S)
+        pipe.get(self._pending_key(line, call_sid))
+        _, pending = await pipe.execute()
+        if pending is None:
+            return
+        written = await self.store.redis.exists(self._reply_key(line, call_sid, int(pending)))
+        if written and self.context.left_after_turn is not None:
+            log.info("call %s ended before turn %s's reply was spoken: abandoned", call_sid, pending.decode())
+            await self.context.left_after_turn(conversation_id)
+
     # -- turns ---------------------------------------------------------------------------------
     def _reply_key(self, line: Line, call_sid: str, n: int) -> str:
         return self.store.key("voice", *line.key_parts("reply", call_sid, str(n)))
+
+    def _pending_key(self, line: Line, call_sid: str) -> str:
+        """The call's turn whose reply is not spoken yet (its number), while there is one."""
+        return self.store.key("voice", *line.key_parts("pending", call_sid))
+
+    def _ended_key(self, line: Line, call_sid: str) -> str:
+        return self.store.key("voice", *line.key_parts("ended", call_sid))
 
     def _call_key(self, line: Line, call_sid: str) -> str:
         return self.store.key("voice", *line.key_parts("call", call_sid))
@@ -190,13 +218,17 @@ class TwilioVoiceAdapter:
         turn = await self.context.pipeline.accept(inbound, rag_mode=CAPABILITIES.rag_mode)
         if turn is None:
             return  # Twilio retried this webhook: the turn is already running; wait for its reply
-        await self.store.redis.set(self._call_key(line, call.call_sid), turn.conversation.id, ex=_KEY_TTL_S * 4)
-        sink = VoiceSink(self.store, self._reply_key(line, call.call_sid, n))
+        pipe = self.store.redis.pipeline(transaction=False)
+        pipe.set(self._call_key(line, call.call_sid), turn.conversation.id, ex=_KEY_TTL_S * 4)
+        pipe.set(self._pending_key(line, call.call_sid), n, ex=_KEY_TTL_S)
+        await pipe.execute()
+        sink = VoiceSink(self.store, self._reply_key(line, call.call_sid, n), self._ended_key(line, call.call_sid))
         self.runner.schedule(turn, line.sink(sink, self.context))
 
     async def _answer(self, line: Line, call: CallWebhook, n: int, waited: int) -> Response:
         reply = await self._wait_for_reply(self._reply_key(line, call.call_sid, n))
         if reply is not None:
+            await self.store.redis.delete(self._pending_key(line, call.call_sid))  # it is spoken now
             return self._listen(line, VoiceResponse(), reply, n + 1)
         if waited < self.settings.voice_max_waits:
             response = VoiceResponse()

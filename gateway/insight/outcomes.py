@@ -199,9 +199,22 @@ class Outcomes:
         if not trace.abandoned:
             return
         dims = Dims.of(trace.agent, trace.channel, trace.connection)
-        pipe.eval(_ABANDONED, 4, self.counters.key(utcnow().date()), self.conversation_key(trace.conversation_id),
-                  self.counters.dims_key, self.index.key("abandoned"), dims.suffix, CONVERSATION_TTL_S,
-                  self.counters.ttl_s, trace.conversation_id, turn.conversation.last_activity_at.timestamp())
+        pipe.eval(*self._abandoned(trace.conversation_id, dims.suffix, turn.conversation.last_activity_at))
+
+    async def left_after_turn(self, conversation_id: str) -> None:
+        """The customer left before a finished turn's reply reached them (a caller who hung up before it was
+        spoken): abandoned, counted once, at the (agent, channel, connection) of the conversation's turns
+        (nothing for a conversation the bot never answered)."""
+        dims = await self.store.redis.hget(self.conversation_key(conversation_id), "dims")
+        if dims is None:
+            return
+        await self.store.redis.eval(*self._abandoned(conversation_id, dims.decode(), utcnow()))
+
+    def _abandoned(self, conversation_id: str, suffix: str, active_at: datetime) -> tuple:
+        """``_ABANDONED``'s script, keys and arguments."""
+        return (_ABANDONED, 4, self.counters.key(utcnow().date()), self.conversation_key(conversation_id),
+                self.counters.dims_key, self.index.key("abandoned"), suffix, CONVERSATION_TTL_S, self.counters.ttl_s,
+                conversation_id, active_at.timestamp())
 
     def unanswered(self, trace: TurnTrace) -> bool:
         """The agent said it did not know, or retrieval found nothing above the threshold."""

@@ -105,6 +105,31 @@ def test_call_completed_status_ends_the_conversation(client, live, stored):
     conv_id = stored.messages(f"phone:{vendors.CALLER}")[0].conversation_id
     conv = wait_until(lambda: live.services.store and _conversation(stored, conv_id), what="conversation")
     assert conv["ended_at"] is not None and conv["end_reason"] == "call_ended"
+    assert _abandoned(client) == (0, [])  # the reply was spoken before the caller hung up
+
+
+def _abandoned(client) -> tuple[int, list[str]]:
+    """The insight count of abandoned conversations today, and the conversation list's abandoned ones."""
+    admin = {"Authorization": "Bearer admin-secret"}
+    count = client.get("/api/insights", headers=admin).json()["abandoned"]
+    listed = client.get("/api/conversations", params={"outcome": "abandoned"}, headers=admin).json()
+    return count, [row["id"] for row in listed["conversations"]]
+
+
+@pytest.mark.parametrize("hang_up", ["while_the_turn_runs", "after_the_reply_is_written"])
+def test_a_caller_who_hangs_up_before_the_reply_is_spoken_abandoned_the_conversation(
+        short_deadline, client, live, stored, fake_openai, hang_up):
+    fake_openai.script_reply("Here is the slow answer.", delay_s=0.8)
+    sid = _call_sid()
+    first = _twiml(_post(client, "/channels/twilio/voice/turn?n=1", sid, SpeechResult="something slow"))
+    assert first.find("Say").text == "One moment please."  # the answer is pending
+    if hang_up == "after_the_reply_is_written":
+        settle(live)  # the turn is over: its reply waits for the next webhook, which never comes
+    _post(client, "/channels/twilio/voice/status", sid, CallStatus="completed", CallDuration="3")
+    settle(live)
+    conv_id = stored.messages(f"phone:{vendors.CALLER}")[0].conversation_id
+    assert wait_until(lambda: _abandoned(client)[0], 5, "the abandoned count") == 1
+    assert _abandoned(client) == (1, [conv_id])
 
 
 def _conversation(stored, conv_id: str) -> dict:

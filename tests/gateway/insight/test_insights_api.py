@@ -382,3 +382,20 @@ def test_the_query_embeddings_the_endpoint_reports_are_counted_and_priced_with_t
     assert report["tokens"] == {"prompt": prompt + sum(embedded), "completion": completion, "unpriced": 0}
     expected = (prompt * 2.5 + completion * 10.0 + sum(embedded) * 0.02) / 1e6  # text-embedding-3-small: 0.02
     assert report["cost"] == pytest.approx(expected, abs=1e-12)
+
+
+def test_a_web_chat_client_that_disconnects_before_the_posted_answer_abandoned_it(api, fake_openai):
+    patient, gone = Visitor(api), Visitor(api)
+    patient.say("When do you open?")  # answered while the client waits: not abandoned
+    fake_openai.script_reply("A slow answer.", delay_s=1.0)
+    with httpx.Client(base_url=str(api.base_url), timeout=0.3) as impatient, pytest.raises(httpx.ReadTimeout):
+        impatient.post(f"/api/chat/sessions/{gone.session_id}/messages", json={"text": "Tandem price?"},
+                       headers={"Authorization": gone.auth["Authorization"]})
+    deadline = time.monotonic() + 10
+    while insights(api)["turns"] < 2 and time.monotonic() < deadline:  # the turn goes on and is stored
+        time.sleep(0.05)
+    report = insights(api)
+    assert (report["turns"], report["abandoned"]) == (2, 1)
+    [abandoned] = listed(api, outcome="abandoned")
+    transcript = api.get(f"/api/conversations/{abandoned}", headers=ADMIN).json()["messages"]
+    assert [m["text"] for m in transcript] == ["Tandem price?", "A slow answer."]
