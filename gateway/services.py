@@ -49,7 +49,7 @@ from gateway.core.client_address import ClientAddresses
 from gateway.core.clock import Clock
 from gateway.core.command import cli_command
 from gateway.core.errors import GatewayError
-from gateway.core.events import AttributeChanged, ConversationEnded, ConversationStarted, EventBus
+from gateway.core.events import AttributeChanged, ConversationEnded, ConversationStarted, EventBus, TurnCompleted
 from gateway.core.metrics import Metrics
 from gateway.core.outbound import OutboundPolicy, Resolver, system_resolver
 from gateway.core.outbound_client import FetchLimits, GuardedClient
@@ -286,6 +286,7 @@ class Services:
             pipeline.turn_writes.append(insight.csat.turn_into)
             pipeline.intercepts.append(insight.csat.take)
         events.subscribe(ConversationEnded, insight.outcomes.on_conversation_ended)
+        events.subscribe(TurnCompleted, insight.outcomes.on_turn_completed)  # outcomes on /metrics
         services = cls(
             settings=settings,
             redis=redis,

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from gateway.conversation.outcome_index import OUTCOMES as INDEXED
 from gateway.conversation.outcome_index import OutcomeIndex
 from gateway.conversation.store import RedisStore
-from gateway.core.events import ConversationEnded
+from gateway.core.events import ConversationEnded, TurnCompleted
 from gateway.core.metrics import Metrics
 from gateway.core.models import Conversation, EndReason, TurnTrace, utcnow
 from gateway.core.settings import Settings
@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 
 CONVERSATION_TTL_S = 14 * 86_400  # a conversation's outcome flags outlive any idle window
 GAP_EXAMPLES = 5
+MAX_UNMETERED = 10_000
 _RESOLVED_ON = {EndReason.TIMEOUT, EndReason.CALL_ENDED}
 
 # KEYS: the day's counters, the conversation's flags, the day's gap groups, the group's examples, its offered
@@ -115,6 +116,19 @@ def gap_group(question: str) -> tuple[str, str]:
     return group, hashlib.sha1(group.encode()).hexdigest()[:12]
 
 
+# KEYS: the conversation's flags. ARGV: the outcomes. Which outcomes are set and not yet on /metrics (each is
+# put there once per conversation, by whichever replica sees it first), and the conversation's dims.
+_METER = """
+local out = {}
+for _, name in ipairs(ARGV) do
+  if redis.call('HEXISTS', KEYS[1], name) == 1 and redis.call('HSETNX', KEYS[1], 'metered:' .. name, 1) == 1 then
+    out[#out + 1] = name
+  end
+end
+return {redis.call('HGET', KEYS[1], 'dims') or '', out}
+"""
+
+
 class Outcomes:
     def __init__(self, settings: Settings, store: RedisStore, counters: DailyCounters, prices: PriceTable,
                  metrics: Metrics, webhooks: Webhooks | None = None) -> None:
@@ -125,6 +139,7 @@ class Outcomes:
         self.prices = prices
         self.metrics = metrics
         self.index = OutcomeIndex(store)
+        self._unmetered: set[str] = set()  # conversations whose turn may have set an outcome (for /metrics)
         self._phrases = [p.strip().lower() for p in settings.unanswered_phrases.split("|") if p.strip()]
 
     def conversation_key(self, conversation_id: str) -> str:
@@ -173,6 +188,8 @@ class Outcomes:
         if trace.api_key:
             self.counters.add_key_into(pipe, now, trace.api_key, {"turns": 1, "prompt": prompt,
                                                                   "completion": completion, "cost_nano": cost})
+        if unanswered or trace.handoff:
+            self._mark_unmetered(trace.conversation_id)
         if self.webhooks is not None:
             self._events_into(pipe, turn, unanswered)
         meter(self.metrics, dims, prompt, completion, cost)
@@ -198,6 +215,7 @@ class Outcomes:
         trace = turn.trace
         if not trace.abandoned:
             return
+        self._mark_unmetered(trace.conversation_id)
         dims = Dims.of(trace.agent, trace.channel, trace.connection)
         pipe.eval(*self._abandoned(trace.conversation_id, dims.suffix, turn.conversation.last_activity_at))
 
@@ -209,6 +227,26 @@ class Outcomes:
         if dims is None:
             return
         await self.store.redis.eval(*self._abandoned(conversation_id, dims.decode(), utcnow()))
+        await self.meter(conversation_id)
+
+    def _mark_unmetered(self, conversation_id: str) -> None:
+        if len(self._unmetered) >= MAX_UNMETERED:  # turns that never completed: their outcomes wait for the next
+            self._unmetered.clear()
+        self._unmetered.add(conversation_id)
+
+    async def on_turn_completed(self, event: TurnCompleted) -> None:
+        """A turn that may have set an outcome: put it on /metrics (after the turn's closing round trip)."""
+        if event.conversation_id in self._unmetered:
+            self._unmetered.discard(event.conversation_id)
+            await self.meter(event.conversation_id)
+
+    async def meter(self, conversation_id: str, fallback: Dims | None = None) -> None:
+        """The conversation's outcomes not yet on /metrics, counted there (once per conversation), at its turns'
+        dims (``fallback``: a conversation the bot never answered)."""
+        dims, names = await self.store.redis.eval(_METER, 1, self.conversation_key(conversation_id), *OUTCOMES)
+        where = Dims.parse(dims.decode()) if dims or fallback is None else fallback
+        for name in names:
+            self.metrics.insight_outcomes.labels(where.agent, where.channel, name.decode()).inc()
 
     def _abandoned(self, conversation_id: str, suffix: str, active_at: datetime) -> tuple:
         """``_ABANDONED``'s script, keys and arguments."""
@@ -249,6 +287,7 @@ class Outcomes:
         if first:
             found = Dims.parse(dims.decode()) if dims else Dims.of(None, conversation.channel, conversation.connection)
             await self.counters.add(utcnow(), found, {"handed_off": 1})
+            await self.meter(conversation.id, found)
 
     async def on_conversation_ended(self, event: ConversationEnded) -> None:
         """Idle past the window (or the call ended) with no handoff and no 👎 standing: resolved."""
@@ -275,6 +314,7 @@ class Outcomes:
                                     {"channel": event.conversation.channel, "reason": event.reason.value,
                                      "connection": dims.connection or None}, agent=dims.agent)
         await pipe.execute()
+        await self.meter(event.conversation.id)
 
 
 def at_or_now(at: datetime | None) -> datetime:

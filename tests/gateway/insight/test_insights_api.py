@@ -181,6 +181,11 @@ TOPICS = [
 ]
 
 
+def outcome_metric(metrics: str, outcome: str) -> float:
+    line = f'switchboard_conversation_outcomes_total{{agent="",channel="webchat",outcome="{outcome}"}} '
+    return next((float(row.removeprefix(line)) for row in metrics.splitlines() if row.startswith(line)), 0.0)
+
+
 def listed(api: httpx.Client, **query) -> list[str]:
     answer = api.get("/api/conversations", params=query, headers=ADMIN)
     assert answer.status_code == 200, answer.text
@@ -211,6 +216,9 @@ def test_outcomes_resolved_handed_off_and_unanswered(api, fake_openai, overrides
     # happy's and lost's first conversations ended idle with no handoff and no 👎 standing
     assert report["resolved"] == 2
     assert report["feedback"]["down"] == 1
+    metrics = api.get("/metrics").text  # the same counts, once per conversation, for graphing elsewhere
+    assert {name: outcome_metric(metrics, name) for name in ("resolved", "handed_off", "unanswered", "abandoned")} \
+        == {"resolved": 2, "handed_off": 1, "unanswered": 2, "abandoned": 0}
     gaps = {g["id"]: g for g in report["gaps"]}
     [unicycles] = [g for g in gaps.values() if "Do you rent unicycles?" in g["examples"]]
     assert unicycles["count"] == 2 and set(unicycles["examples"]) == {"Do you rent unicycles?",
@@ -396,6 +404,7 @@ def test_a_web_chat_client_that_disconnects_before_the_posted_answer_abandoned_i
         time.sleep(0.05)
     report = insights(api)
     assert (report["turns"], report["abandoned"]) == (2, 1)
+    assert outcome_metric(api.get("/metrics").text, "abandoned") == 1
     [abandoned] = listed(api, outcome="abandoned")
     transcript = api.get(f"/api/conversations/{abandoned}", headers=ADMIN).json()["messages"]
     assert [m["text"] for m in transcript] == ["Tandem price?", "A slow answer."]
