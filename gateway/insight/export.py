@@ -129,7 +129,7 @@ def _export(conversation: Conversation, messages: list[Message], traces: list[Tr
         p, c, priced, _ = turn_cost(trace, prices)
         prompt, completion, cost = prompt + p, completion + c, cost + priced
     by_message = {vote.message_id: vote for vote in votes}  # the newest vote on each (votes come oldest first)
-    outcome = [name for name in ("handed_off", "unanswered", "resolved") if name in flags]
+    outcome = [name for name in ("handed_off", "unanswered", "resolved", "abandoned") if name in flags]
     if int(flags.get("down", "0")) > 0:
         outcome.append("rated_down")
     return ConversationExport(

@@ -394,7 +394,7 @@ def test_the_query_embeddings_the_endpoint_reports_are_counted_and_priced_with_t
 
 def test_a_web_chat_client_that_disconnects_before_the_posted_answer_abandoned_it(api, fake_openai):
     patient, gone = Visitor(api), Visitor(api)
-    patient.say("When do you open?")  # answered while the client waits: not abandoned
+    patient.conversation_id = patient.say("When do you open?")["conversation_id"]  # answered as it waited
     fake_openai.script_reply("A slow answer.", delay_s=1.0)
     with httpx.Client(base_url=str(api.base_url), timeout=0.3) as impatient, pytest.raises(httpx.ReadTimeout):
         impatient.post(f"/api/chat/sessions/{gone.session_id}/messages", json={"text": "Tandem price?"},
@@ -408,3 +408,6 @@ def test_a_web_chat_client_that_disconnects_before_the_posted_answer_abandoned_i
     [abandoned] = listed(api, outcome="abandoned")
     transcript = api.get(f"/api/conversations/{abandoned}", headers=ADMIN).json()["messages"]
     assert [m["text"] for m in transcript] == ["Tandem price?", "A slow answer."]
+    export = api.get("/api/conversations/export", params={"format": "jsonl"}, headers=ADMIN).text
+    outcomes = {row["id"]: row["outcome"] for row in map(json.loads, export.splitlines())}
+    assert "abandoned" in outcomes[abandoned] and "abandoned" not in outcomes[patient.conversation_id]
