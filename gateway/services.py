@@ -333,7 +333,10 @@ class Services:
         services.desk = OperatorDesk(settings, store, handoffs, services.inbox, services.inbox_handlers,
                                      services.direct_sinks, pipeline.capabilities)
         services.insight = insight
-        rag.record_usage = insight.usage.record  # the voice retrieval job's model calls (issue 41: cost)
+        # model calls made in jobs, outside a turn's task (issue 41: cost): the voice retrieval job's, the live
+        # data summary's and the conversation meta extraction's
+        rag.record_usage = live.data_injection.record_usage = live.conversation_meta.record_usage = \
+            insight.usage.record
         insight.insights.encoder = lambda: knowledge.dense  # gaps merged by meaning
         webhook_delivery = WebhookDelivery(settings, insight.webhooks, tool_policy, redis_url,
                                            {insight.price_edits.changes_channel: insight.price_edits.reload})

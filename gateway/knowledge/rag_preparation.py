@@ -21,11 +21,11 @@ from rq.job import Job, JobStatus
 from gateway.conversation.attributes import PersonaAttributes
 from gateway.conversation.memory import Memory
 from gateway.core.events import ConversationStarted
-from gateway.core.models import CandidateTrace, Message, ModelCallTrace, RetrievalTrace, Role
+from gateway.core.models import CandidateTrace, Message, RetrievalTrace, Role
 from gateway.core.settings import Settings
 from gateway.jobs.registry import run_job
 from gateway.knowledge.kb_tool import POLICY, ToolSupport
-from gateway.turn.llm import model_calls_recorded
+from gateway.turn.llm import UsageRecorder, model_calls_recorded
 from gateway.turn.pipeline import Turn
 from gateway.turn.ports import RagMode
 from gateway.turn.responders import KnowledgeHit
@@ -76,8 +76,6 @@ class RetrievalChoice:
 
 
 ChoiceSource = Callable[[str | None], Awaitable[RetrievalChoice | None]]  # the agent (None: the channels')
-# Counts a job's model calls (selection, rewrite, embeddings) at (agent, channel, connection): insight's cost.
-UsageRecorder = Callable[[str | None, str | None, str | None, list[ModelCallTrace]], Awaitable[None]]
 
 
 class PrepareRagContext:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import errno
 import json
 import logging
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -303,6 +303,9 @@ class LLMClient:
                 log.warning("structured output invalid (attempt %d): %s", attempt, last_problem)
         raise StructuredOutputError(f"model output did not match the schema: {last_problem}")
 
+
+# Counts model calls made outside a turn's task (a job's) at (agent, channel, connection): insight's cost.
+UsageRecorder = Callable[[str | None, str | None, str | None, list[ModelCallTrace]], Awaitable[None]]
 
 # The running turn's record of its model calls besides the reply (``TurnTrace.model_calls``): the pipeline points
 # it at the turn's trace when the turn starts; None outside a turn (nothing is recorded).
