@@ -52,7 +52,8 @@ CONNECTION_MODULES: dict[str, tuple[str, str, tuple[str, ...]]] = {
                                                    "/channels/whatsapp/{connection_id}/status")),
     "twilio_voice": ("channels.twilio.voice_connection", "twilio_voice", (
         "/channels/twilio/{connection_id}/voice", "/channels/twilio/{connection_id}/voice/turn",
-        "/channels/twilio/{connection_id}/voice/status", "/channels/twilio/{connection_id}/voice/relay-ended")),
+        "/channels/twilio/{connection_id}/voice/status", "/channels/twilio/{connection_id}/voice/relay-ended",
+        "/channels/twilio/{connection_id}/voice/whisper")),
     "whatsapp_cloud": ("channels.meta.whatsapp", "whatsapp_cloud", ("/channels/meta/{connection_id}/whatsapp",)),
     "messenger": ("channels.meta.messenger", "messenger", ("/channels/meta/{connection_id}/messenger",)),
     "instagram": ("channels.meta.instagram", "instagram", ("/channels/meta/{connection_id}/instagram",)),
