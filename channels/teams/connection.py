@@ -1,0 +1,122 @@
+"""Microsoft Teams connections (kind ``teams``): an Azure bot registration, answered as the connection's agent.
+
+The Bot Connector posts activities to ``/channels/teams/{id}/messages``. Every request's token is
+checked first (``auth.ActivityTokens``): missing, forged, expired or for another bot is a 401 and
+nothing is queued. A message to answer (a personal or group chat, a channel message that @mentions
+the bot) is queued under its activity id, so a redelivery is answered once, in the order of its
+Teams conversation; everything else (conversation updates, reactions, channel chatter) is
+acknowledged and dropped. One conversation per Teams conversation id (a channel's reply thread is its
+own). Verifying a connection asks the token URL for the app's token; a refusal is a 422 with
+Microsoft's reason and nothing stored. Nothing is undone at Microsoft on delete: the messaging endpoint
+is the operator's to remove from the bot registration.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import httpx
+from fastapi import Request, Response
+from fastapi.responses import JSONResponse
+
+from channels.connection_capabilities import TEAMS
+from channels.delivery import reject_unverified
+from channels.errors import ChannelRateLimited, ChannelUnavailable
+from channels.outbound_retry import RetryPolicy
+from channels.teams.activity import Activity, parse_activity, queued_activity
+from channels.teams.auth import ActivityTokens, TokenRefused
+from channels.teams.connector import Connector, TokenRefusedByMicrosoft, Where
+from channels.teams.sender import TeamsSink
+from gateway.channel import (
+    ChannelContext,
+    Connection,
+    CredentialsRefused,
+    Delivery,
+    InboundMessage,
+    TurnWork,
+    VendorUnreachable,
+    Work,
+    delivery_id,
+    order_key,
+    scoped,
+)
+
+__all__ = ["CHANNEL", "TeamsConnections", "build_connections"]
+
+log = logging.getLogger(__name__)
+CHANNEL = "teams"
+
+
+class TeamsConnections:
+    def __init__(self, context: ChannelContext) -> None:
+        self.context = context
+        self.capabilities = TEAMS
+        self.policy = RetryPolicy.from_settings(context.settings)
+        self.connector = Connector(context.settings)
+        self._keys_http = httpx.AsyncClient(timeout=10)
+        self.tokens = ActivityTokens(context.settings.teams_openid_metadata_url, self._keys_http)
+
+    async def stop(self) -> None:
+        await self.connector.close()
+        await self._keys_http.aclose()
+
+    # -- inbound -------------------------------------------------------------------------------
+    async def webhook(self, request: Request, connection: Connection) -> Response:
+        authorization = request.headers.get("Authorization", "")
+        if not authorization:
+            reject_unverified(self.context, CHANNEL, "no Bot Framework token (Authorization: Bearer)")
+        activity = parse_activity(await request.body())
+        try:
+            await self.tokens.check(authorization, app_id=connection.secret("app_id"),
+                                    service_url=activity.service_url, channel_id=activity.channel_id)
+        except TokenRefused as exc:
+            log.info("teams connection %s: activity refused: %s", connection.id, exc)
+            reject_unverified(self.context, CHANNEL, f"Bot Framework token refused: {exc}")
+        if activity.answerable:
+            assert activity.id is not None and activity.conversation is not None
+            await self.context.ack_delivery(CHANNEL, delivery_id(connection.id, activity.id),
+                                            order_key(connection.id, activity.conversation.id),
+                                            activity.model_dump_json(by_alias=True, exclude_none=True))
+        return JSONResponse({})
+
+    async def accept(self, delivery: Delivery, connection: Connection) -> Work | None:
+        activity = queued_activity(delivery.body)
+        text = activity.said()
+        if not text:
+            log.info("teams delivery %s carried no text to answer", delivery.dedup_id)
+            return None
+        assert activity.id is not None and activity.sender is not None and activity.conversation is not None
+        inbound = InboundMessage(
+            channel=CHANNEL, external_user_id=activity.sender.id, external_message_id=activity.id,
+            identity=f"teams:{activity.sender.id}", text=text, thread=activity.conversation.id,
+            display_name=activity.sender.name)
+        turn = await self.context.pipeline.accept(scoped(inbound, connection), delivery_id=delivery.id)
+        if turn is None:
+            return None
+        return TurnWork(turn, self._sink(activity, connection))
+
+    def _sink(self, activity: Activity, connection: Connection) -> TeamsSink:
+        assert activity.conversation is not None
+        where = Where(activity.service_url, activity.conversation.id, activity.id)
+        return TeamsSink(self.connector, where, self.policy, self.context, connection)
+
+    def sink_for(self, delivery: Delivery, connection: Connection) -> TeamsSink:
+        return self._sink(queued_activity(delivery.body), connection)
+
+    # -- the vendor check ----------------------------------------------------------------------
+    async def verify(self, connection: Connection, webhook_url: str) -> str | None:
+        try:
+            await self.connector.fresh_token(connection)
+        except TokenRefusedByMicrosoft as exc:
+            raise CredentialsRefused(f"credentials.app_password: Microsoft refused the app id or password: "
+                                     f"{exc.message}") from None
+        except (ChannelUnavailable, ChannelRateLimited) as exc:
+            raise VendorUnreachable(exc.message) from exc
+        return None
+
+    async def forget(self, connection: Connection) -> None:
+        return None  # the messaging endpoint was set in Azure by the operator; nothing to undo
+
+
+def build_connections(context: ChannelContext) -> TeamsConnections:
+    return TeamsConnections(context)
