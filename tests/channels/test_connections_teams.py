@@ -9,16 +9,18 @@ import pytest
 from pydantic import SecretStr
 
 from gateway.core.models import Role
+from tests.admin_ui.conftest import PASSWORD, csrf_of
 from tests.channels import vendors
 from tests.channels.conftest import metric, settle
 from tests.channels.connections_support import ADMIN, SECRET_KEY, add, add_desk_agent, queued_keys, webhook_path
+from tests.channels.test_handoff import console  # noqa: F401  (a fixture: the signed-in console)
 
 APP = vendors.TEAMS_APP_ID
 
 
 @pytest.fixture
 def channel_overrides() -> dict:
-    return {"secret_key": SecretStr(SECRET_KEY)}
+    return {"secret_key": SecretStr(SECRET_KEY), "admin_password": SecretStr(PASSWORD), "admin_user": "root"}
 
 
 @pytest.fixture
@@ -128,3 +130,19 @@ def test_a_single_tenant_bot_asks_its_own_tenant_for_its_token(client, live, tea
     assert teams["credentials"]["tenant_id"] == vendors.TEAMS_TENANT
     [asked] = teams_app.recorder.received("token")
     assert asked.params["_tenant"] == vendors.TEAMS_TENANT
+
+
+def test_the_console_adds_a_teams_bot_and_shows_its_messaging_endpoint_with_the_password_masked(
+        client, live, teams_app, console):  # noqa: F811
+    page = console.get("/admin/channels").text
+    assert "Add a Microsoft Teams bot" in page and 'name="app_password"' in page and 'name="tenant_id"' in page
+    added = console.post("/admin/channels", data={
+        "csrf_token": csrf_of(page), "kind": "teams", "name": "IT help desk", "agent": "",
+        "app_id": APP, "app_password": vendors.TEAMS_APP_PASSWORD, "tenant_id": ""})
+    assert added.status_code == 303, added.text
+    shown = console.get(added.headers["location"]).text
+    [listed] = [c for c in client.get("/api/connections", headers=ADMIN).json()["connections"] if c["kind"] == "teams"]
+    assert f"/channels/teams/{listed['id']}/messages" in shown and "Messaging endpoint" in shown
+    assert "••••" + vendors.TEAMS_APP_PASSWORD[-4:] in shown and vendors.TEAMS_APP_PASSWORD not in shown
+    assert listed["credentials"] == {"app_id": APP, "app_password": "••••" + vendors.TEAMS_APP_PASSWORD[-4:]}
+    assert "Microsoft accepted the credentials" in shown
