@@ -13,6 +13,7 @@ from tests.admin_ui.conftest import PASSWORD, csrf_of
 from tests.channels import vendors
 from tests.channels.conftest import metric, settle
 from tests.channels.connections_support import ADMIN, SECRET_KEY, add, add_desk_agent, queued_keys, webhook_path
+from tests.channels.test_citations import ANSWER, QUESTION, TOPICS
 from tests.channels.test_handoff import console  # noqa: F401  (a fixture: the signed-in console)
 
 APP = vendors.TEAMS_APP_ID
@@ -146,3 +147,19 @@ def test_the_console_adds_a_teams_bot_and_shows_its_messaging_endpoint_with_the_
     assert "••••" + vendors.TEAMS_APP_PASSWORD[-4:] in shown and vendors.TEAMS_APP_PASSWORD not in shown
     assert listed["credentials"] == {"app_id": APP, "app_password": "••••" + vendors.TEAMS_APP_PASSWORD[-4:]}
     assert "Microsoft accepted the credentials" in shown
+
+
+@pytest.mark.parametrize("channel_overrides", [{"secret_key": SecretStr(SECRET_KEY), "citations_format": "footnote",
+                                                "retrieval_strategy": "hybrid"}])
+def test_the_sources_of_a_reply_are_an_adaptive_card_under_it(client, live, teams_app, fake_openai, stored):
+    assert client.post("/api/kb/topics", json=TOPICS, headers=ADMIN).status_code == 201
+    fake_openai.script_reply(ANSWER)
+    path = webhook_path(_teams(client))
+    activity = vendors.teams_message(QUESTION, service_url=teams_app.service_url)
+    assert vendors.post_teams(client, path, activity, teams_app.activity_token(APP)).status_code == 200
+    settle(live)
+    [reply] = teams_app.sent()
+    assert reply["text"] == "E-bikes cost 35 euros a day [1]. Helmets are free."  # the list is the card's
+    [card] = reply["attachments"]
+    assert card["contentType"] == "application/vnd.microsoft.card.adaptive"
+    assert [block["text"] for block in card["content"]["body"]] == ["Sources", "[1] E-bike rental prices"]
