@@ -3,7 +3,8 @@
 Only ``message`` activities are answered: in a personal chat and a group chat every message, in a
 channel only one that @mentions the bot. The bot's own ``<at>Name</at>`` mention is taken out of the
 text (Teams puts it there as typed). A press of an Adaptive Card's ``Action.Submit`` comes as a message
-with no text and the action's ``data`` as ``value``: its ``choice`` is what the person said.
+with no text and the action's ``data`` as ``value``: its ``choice`` is what the person said. A file
+or picture alone is described in words (never its download URL) and answered without the model.
 """
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gateway.channel import BadRequest, DeliveryRejected
 
-__all__ = ["Activity", "ChannelAccount", "ConversationAccount", "Mention", "parse_activity", "queued_activity"]
+__all__ = ["Activity", "ChannelAccount", "ConversationAccount", "Mention", "Sent", "parse_activity",
+           "queued_activity"]
 
 _SPACES = re.compile(r"[ \t]+")
+FILE_INFO = "application/vnd.microsoft.teams.file.download.info"
+CARD_TYPES = ("application/vnd.microsoft.card.", "application/vnd.microsoft.teams.card.")
 
 
 class _Model(BaseModel):
@@ -42,6 +46,24 @@ class Mention(_Model):
     text: str | None = None  # "<at>Name</at>", as it stands in the activity's text
 
 
+class Sent(_Model):
+    """A file or picture that came with a message (its download URL is not kept)."""
+
+    content_type: str = Field("", alias="contentType")
+    name: str | None = None
+
+    @property
+    def described(self) -> str | None:
+        """The transcript's words for it; None for Teams' own copy of the message body (``text/html``)."""
+        if self.content_type == "text/html" or self.content_type.startswith(CARD_TYPES):
+            return None
+        if self.content_type == FILE_INFO:
+            return f'[a file "{self.name}"]' if self.name else "[a file]"
+        kind = "an image" if self.content_type.startswith("image/") else "a file"
+        known = self.content_type and not self.content_type.endswith("/*")  # Teams' inline pictures: "image/*"
+        return f"[{kind} ({self.content_type})]" if known else f"[{kind}]"
+
+
 class Activity(_Model):
     type: str
     id: str | None = None
@@ -53,6 +75,7 @@ class Activity(_Model):
     text: str | None = None
     entities: tuple[Mention, ...] = ()
     value: dict | None = None
+    attachments: tuple[Sent, ...] = ()
 
     @property
     def in_channel(self) -> bool:
@@ -81,6 +104,11 @@ class Activity(_Model):
         if not text and self.value is not None and isinstance(self.value.get("choice"), str):
             return self.value["choice"].strip()
         return text
+
+
+    def media(self) -> list[str]:
+        """What came besides the text, in words (files, pictures); nothing for a plain message."""
+        return [d for a in self.attachments if (d := a.described) is not None]
 
 
 def parse_activity(body: bytes) -> Activity:

@@ -22,6 +22,8 @@ from fastapi.responses import JSONResponse
 from channels.connection_capabilities import TEAMS
 from channels.delivery import reject_unverified
 from channels.errors import ChannelRateLimited, ChannelUnavailable
+from channels.masking import MaskedSink
+from channels.media_answer import answer_media, record_media
 from channels.outbound_retry import RetryPolicy
 from channels.teams.activity import Activity, parse_activity, queued_activity
 from channels.teams.auth import ActivityTokens, TokenRefused
@@ -33,6 +35,7 @@ from gateway.channel import (
     CredentialsRefused,
     Delivery,
     InboundMessage,
+    SendWork,
     TurnWork,
     VendorUnreachable,
     Work,
@@ -73,27 +76,33 @@ class TeamsConnections:
             log.info("teams connection %s: activity refused: %s", connection.id, exc)
             reject_unverified(self.context, CHANNEL, f"Bot Framework token refused: {exc}")
         if activity.answerable:
-            assert activity.id is not None and activity.conversation is not None
-            await self.context.ack_delivery(CHANNEL, delivery_id(connection.id, activity.id),
+            assert activity.conversation is not None
+            await self.context.ack_delivery(CHANNEL, delivery_id(connection.id, message_id(activity)),
                                             order_key(connection.id, activity.conversation.id),
                                             activity.model_dump_json(by_alias=True, exclude_none=True))
         return JSONResponse({})
 
     async def accept(self, delivery: Delivery, connection: Connection) -> Work | None:
         activity = queued_activity(delivery.body)
-        text = activity.said()
-        if not text:
-            log.info("teams delivery %s carried no text to answer", delivery.dedup_id)
+        text, media = activity.said(), activity.media()
+        if not text and not media:
+            log.info("teams delivery %s carried nothing to answer", delivery.dedup_id)
             return None
         assert activity.id is not None and activity.sender is not None and activity.conversation is not None
-        inbound = InboundMessage(
-            channel=CHANNEL, external_user_id=activity.sender.id, external_message_id=activity.id,
-            identity=f"teams:{activity.sender.id}", text=text, thread=activity.conversation.id,
-            display_name=activity.sender.name)
-        turn = await self.context.pipeline.accept(scoped(inbound, connection), delivery_id=delivery.id)
-        if turn is None:
+        inbound = scoped(InboundMessage(
+            channel=CHANNEL, external_user_id=activity.sender.id, external_message_id=message_id(activity),
+            identity=f"teams:{activity.sender.id}", text=text or "\n".join(media), thread=activity.conversation.id,
+            display_name=activity.sender.name), connection)
+        sink = self._sink(activity, connection)
+        if text:
+            turn = await self.context.pipeline.accept(inbound, delivery_id=delivery.id)
+            return None if turn is None else TurnWork(turn, sink)
+        if not await self.context.store.claim_once("msg", CHANNEL, delivery.dedup_id):
             return None
-        return TurnWork(turn, self._sink(activity, connection))
+        where = await record_media(self.context, inbound)
+        masked = MaskedSink.of(sink, connection, self.context)  # its delivery error is stored by answer_media
+        return SendWork(lambda: answer_media(self.context, masked, CHANNEL, *where),
+                        what=f"teams media answer ({connection.id})")
 
     def _sink(self, activity: Activity, connection: Connection) -> TeamsSink:
         assert activity.conversation is not None
@@ -116,6 +125,12 @@ class TeamsConnections:
 
     async def forget(self, connection: Connection) -> None:
         return None  # the messaging endpoint was set in Azure by the operator; nothing to undo
+
+
+def message_id(activity: Activity) -> str:
+    """An activity's id within its conversation: Teams numbers messages by time, so two chats' ids can meet."""
+    assert activity.id is not None and activity.conversation is not None
+    return f"{activity.conversation.id}|{activity.id}"
 
 
 def build_connections(context: ChannelContext) -> TeamsConnections:
