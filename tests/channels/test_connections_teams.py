@@ -8,6 +8,7 @@ import time
 import pytest
 from pydantic import SecretStr
 
+from channels.media_answer import MEDIA_REPLY
 from gateway.core.models import Role
 from tests.admin_ui.conftest import PASSWORD, csrf_of
 from tests.channels import vendors
@@ -163,3 +164,27 @@ def test_the_sources_of_a_reply_are_an_adaptive_card_under_it(client, live, team
     [card] = reply["attachments"]
     assert card["contentType"] == "application/vnd.microsoft.card.adaptive"
     assert [block["text"] for block in card["content"]["body"]] == ["Sources", "[1] E-bike rental prices"]
+
+
+def test_a_file_or_picture_alone_is_described_and_answered_without_the_model(client, live, teams_app, fake_openai,
+                                                                              stored):
+    teams = _teams(client)
+    file = vendors.teams_message("", service_url=teams_app.service_url)
+    file["attachments"] = [{
+        "contentType": "application/vnd.microsoft.teams.file.download.info", "name": "vpn-error.pdf",
+        "contentUrl": "https://contoso.sharepoint.com/personal/megan/Documents/vpn-error.pdf",
+        "content": {"downloadUrl": "https://contoso.sharepoint.com/download?token=secret-download-token",
+                    "uniqueId": "1150D938-8870-4044-9F2C-5BBDEBA70C9D", "fileType": "pdf"}}]
+    picture = vendors.teams_message("", service_url=teams_app.service_url)
+    picture["attachments"] = [{"contentType": "image/*",
+                               "contentUrl": "https://smba.trafficmanager.net/amer/v3/attachments/0-cus-d4-1/views/original"},
+                              {"contentType": "text/html", "content": "<div><img src=\"...\"></div>"}]
+    token = teams_app.activity_token(APP)
+    for activity in (file, picture, file):  # the file's activity delivered twice
+        assert vendors.post_teams(client, webhook_path(teams), activity, token).status_code == 200
+    settle(live)
+    transcript = stored.messages(f"teams:{vendors.TEAMS_USER}@{teams['id']}")
+    assert [m.text for m in transcript if m.role is Role.USER] == ['[a file "vpn-error.pdf"]', "[an image]"]
+    assert [m.text for m in transcript if m.role is Role.AGENT] == [MEDIA_REPLY] * 2
+    assert teams_app.sent_texts() == [MEDIA_REPLY] * 2 and fake_openai.chat_requests() == []
+    assert "secret-download-token" not in stored.all_values() and "sharepoint" not in stored.all_values()
