@@ -106,7 +106,9 @@ class TeamsConnections:
 
     def _sink(self, activity: Activity, connection: Connection) -> TeamsSink:
         assert activity.conversation is not None
-        where = Where(activity.service_url, activity.conversation.id, activity.id)
+        where = Where(activity.service_url, activity.conversation.id, activity.id,
+                      bot_id=activity.recipient.id if activity.recipient else None,
+                      user_id=activity.sender.id if activity.sender else None)
         return TeamsSink(self.connector, where, self.policy, self.context, connection)
 
     def sink_for(self, delivery: Delivery, connection: Connection) -> TeamsSink:

@@ -36,11 +36,25 @@ class TokenRefusedByMicrosoft(ChannelRejected):
 
 @dataclass(frozen=True)
 class Where:
-    """The conversation a reply goes to: the connector the activity came from, and the activity answered."""
+    """The conversation a reply goes to: the connector the activity came from, the activity answered, and
+    the two sides of it (the bot, ``28:<app id>``, and the person), which a reply names the other way round."""
 
     service_url: str
     conversation_id: str
     activity_id: str | None
+    bot_id: str | None = None
+    user_id: str | None = None
+
+    def addressed(self, activity: dict[str, Any]) -> dict[str, Any]:
+        """``activity`` with the conversation, its sender (the bot), its recipient and what it replies to."""
+        out = {**activity, "conversation": {"id": self.conversation_id}}
+        if self.bot_id:
+            out["from"] = {"id": self.bot_id}
+        if self.user_id:
+            out["recipient"] = {"id": self.user_id}
+        if self.activity_id:
+            out["replyToId"] = self.activity_id
+        return out
 
 
 def _detail(what: str, response: httpx.Response) -> str:
@@ -118,7 +132,7 @@ class Connector:
             path += f"/{quote(where.activity_id, safe='')}"
         token = await self.token(connection)
         try:
-            response = await self._http.post(f"{where.service_url.rstrip('/')}/{path}", json=activity,
+            response = await self._http.post(f"{where.service_url.rstrip('/')}/{path}", json=where.addressed(activity),
                                              headers={"Authorization": f"Bearer {token}"})
         except httpx.HTTPError as exc:
             raise ChannelUnavailable(f"Microsoft {what}: {type(exc).__name__}: {exc}") from exc

@@ -7,6 +7,8 @@ a typing activity is sent every few seconds (Teams shows one for about three).
 
 from __future__ import annotations
 
+import dataclasses
+
 from channels.connection_capabilities import TEAMS
 from channels.connections import note_delivery
 from channels.delivery import deliver_parts
@@ -37,7 +39,7 @@ class TeamsSink:
         raise NotImplementedError
 
     async def typing(self) -> None:
-        typing = Where(self.where.service_url, self.where.conversation_id, None)
+        typing = dataclasses.replace(self.where, activity_id=None)
         await self.connector.send(self.connection, typing, {"type": "typing"}, what="typing")
 
     async def deliver(self, text: str) -> DeliveryReport:

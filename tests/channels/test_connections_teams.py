@@ -60,6 +60,8 @@ def test_a_personal_message_is_answered_once_in_its_conversation_as_the_connecti
     [reply] = teams_app.sent()
     assert reply["text"] == "echo: Where do I reset my VPN password?" and reply["type"] == "message"
     assert reply["_conversation"] == vendors.TEAMS_PERSONAL_CHAT and reply["_reply_to"] == activity["id"]
+    assert (reply["from"], reply["recipient"], reply["conversation"], reply["replyToId"]) == (
+        {"id": f"28:{APP}"}, {"id": vendors.TEAMS_USER}, {"id": vendors.TEAMS_PERSONAL_CHAT}, activity["id"])
     assert "attachments" not in reply  # no sources, no choices: no card
     assert teams_app.sent("typing")[0]["_conversation"] == vendors.TEAMS_PERSONAL_CHAT
     assert len(teams_app.recorder.received("token")) == 1  # the token of the check, kept for the reply
