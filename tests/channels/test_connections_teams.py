@@ -15,7 +15,7 @@ from tests.channels import vendors
 from tests.channels.conftest import metric, settle
 from tests.channels.connections_support import ADMIN, SECRET_KEY, add, add_desk_agent, queued_keys, webhook_path
 from tests.channels.test_citations import ANSWER, QUESTION, TOPICS
-from tests.channels.test_handoff import console  # noqa: F401  (a fixture: the signed-in console)
+from tests.channels.test_handoff import act, console  # noqa: F401  (a fixture: the signed-in console)
 
 APP = vendors.TEAMS_APP_ID
 
@@ -65,6 +65,7 @@ def test_a_personal_message_is_answered_once_in_its_conversation_as_the_connecti
     assert "attachments" not in reply  # no sources, no choices: no card
     assert teams_app.sent("typing")[0]["_conversation"] == vendors.TEAMS_PERSONAL_CHAT
     assert len(teams_app.recorder.received("token")) == 1  # the token of the check, kept for the reply
+    assert len(teams_app.recorder.received("keys")) == 1  # the signing keys, read once for both deliveries
     [prompt] = [str(r["body"]["messages"]) for r in fake_openai.chat_requests()]
     assert "You are the help desk" in prompt
     messages = stored.messages(f"teams:{vendors.TEAMS_USER}@{teams['id']}")
@@ -191,3 +192,32 @@ def test_a_file_or_picture_alone_is_described_and_answered_without_the_model(cli
     assert [m.text for m in transcript if m.role is Role.AGENT] == [MEDIA_REPLY] * 2
     assert teams_app.sent_texts() == [MEDIA_REPLY] * 2 and fake_openai.chat_requests() == []
     assert "secret-download-token" not in stored.all_values() and "sharepoint" not in stored.all_values()
+
+
+def test_an_operator_takes_a_teams_chat_over_replies_in_it_and_hands_it_back(client, live, teams_app,
+                                                                              console, fake_openai, stored):  # noqa: F811
+    teams = _teams(client)
+    path, token = webhook_path(teams), teams_app.activity_token(APP)
+    ask = vendors.teams_message("my laptop will not boot", service_url=teams_app.service_url)
+    assert vendors.post_teams(client, path, ask, token).status_code == 200
+    settle(live)
+    identity = f"teams:{vendors.TEAMS_USER}@{teams['id']}"
+    conversation_id = stored.messages(identity)[0].conversation_id
+    assert act(console, conversation_id, "take-over").status_code == 303
+
+    waiting = vendors.teams_message("hello? anyone?", service_url=teams_app.service_url)
+    assert vendors.post_teams(client, path, waiting, token).status_code == 200
+    settle(live)
+    assert teams_app.sent_texts() == ["echo: my laptop will not boot"]  # the bot stays silent
+    assert act(console, conversation_id, "reply", reply="Hi, this is Ann from IT.").status_code == 303
+    operator = teams_app.sent()[-1]
+    assert operator["text"] == "Hi, this is Ann from IT." and operator["_conversation"] == vendors.TEAMS_PERSONAL_CHAT
+    assert [(m.text, m.delivery.value) for m in stored.messages(identity) if m.role is Role.OPERATOR] == [
+        ("Hi, this is Ann from IT.", "delivered")]
+
+    assert act(console, conversation_id, "hand-back").status_code == 303
+    thanks = vendors.teams_message("thanks", service_url=teams_app.service_url)
+    assert vendors.post_teams(client, path, thanks, token).status_code == 200
+    settle(live)
+    assert teams_app.sent_texts()[-1] == "echo: thanks"
+    assert len(fake_openai.chat_requests()) == 2

@@ -88,6 +88,7 @@ class FakeTeams:
 
         @app.get("/v1/.well-known/keys")
         async def keys():
+            fake.recorder.record("keys", {}, 200)
             public = jwt.algorithms.RSAAlgorithm.to_jwk(fake.key.public_key(), as_dict=True)
             return {"keys": [{**public, "kid": KEY_ID, "use": "sig", "endorsements": ["msteams", "webchat"]}]}
 
