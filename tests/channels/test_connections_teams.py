@@ -221,3 +221,16 @@ def test_an_operator_takes_a_teams_chat_over_replies_in_it_and_hands_it_back(cli
     settle(live)
     assert teams_app.sent_texts()[-1] == "echo: thanks"
     assert len(fake_openai.chat_requests()) == 2
+
+
+@pytest.mark.parametrize("channel_overrides", [{"secret_key": SecretStr(SECRET_KEY),
+                                                "teams_openid_metadata_url": "http://127.0.0.1:9/.well-known/none"}])
+def test_while_the_signing_keys_cannot_be_read_an_activity_is_a_503_and_nothing_is_queued(
+        client, live, teams_app, fake_openai, stored):
+    path = webhook_path(_teams(client))
+    before = queued_keys(stored)
+    activity = vendors.teams_message("are you there?", service_url=teams_app.service_url)
+    answer = vendors.post_teams(client, path, activity, teams_app.activity_token(APP))
+    assert answer.status_code == 503 and "signing keys" in answer.json()["message"]  # the connector tries again
+    time.sleep(0.2)
+    assert queued_keys(stored) == before and fake_openai.chat_requests() == []
