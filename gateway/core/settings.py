@@ -351,6 +351,16 @@ class Settings(BaseSettings):
         "https://graph.facebook.com/v21.0", description="Meta's Graph API with its version (WhatsApp Cloud API, "
         "Messenger and Instagram connections)."
     )
+    teams_openid_metadata_url: str = Field(
+        "https://login.botframework.com/v1/.well-known/openidconfiguration",
+        description="Where the Bot Framework's OpenID metadata is read (Teams connections): its issuer is the one "
+        "every incoming activity's token must name, its jwks_uri the keys that must have signed it."
+    )
+    teams_token_url: str = Field(
+        "https://login.microsoftonline.com/botframework.com/oauth2/v2.0/token",
+        description="Where a Teams connection gets the token its replies carry (client credentials: app id and "
+        "password). With a connection's tenant_id, the botframework.com segment becomes that tenant."
+    )
 
     # Channels (extra)
     channel_send_tries: int = Field(
