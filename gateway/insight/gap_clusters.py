@@ -48,28 +48,41 @@ def unit(vector: Sequence[float] | np.ndarray) -> np.ndarray:
 
 def merge_similar(groups: list[GapGroup], vectors: dict[str, np.ndarray], *, similar: float = SIMILAR,
                   examples: int = 5) -> list[GapGroup]:
-    """``groups`` merged where they ask the same thing: two groups whose vectors are within ``similar`` are
-    one gap, and so, through them, are their other neighbours (single linkage: "parking options?" and
-    "where should I put my car" meet through "where can I park?"). A group without a vector stays on its
-    own. Each gap is named by its most asked group; counts add up, examples and offered topics are pooled
-    (the first ``examples`` distinct examples, most asked group first)."""
+    """``groups`` merged where they ask the same thing. Most asked first, each group joins the gap whose
+    centre (the mean of its groups' vectors) is most similar to it, when that is at least ``similar``, and
+    otherwise starts a gap of its own; then gaps whose centres are that similar are joined (a gap's early
+    groups may have missed a centre that its later ones filled in). Comparing with a gap's centre, not
+    with any one member, keeps subjects apart that a chain of near neighbours would join (single linkage:
+    A like B, B like C, so A with C). A group without a vector stays on its own. Each gap
+    is named by its most asked group; counts add up, examples and offered topics are pooled (the first
+    ``examples`` distinct examples, most asked group first)."""
     ordered = sorted(groups, key=lambda g: -g.count)
     parent = list(range(len(ordered)))
+    sums: list[np.ndarray] = []  # per gap with a vector: the sum of its groups' unit vectors
+    leaders: list[int] = []  # per gap: the index of the group that names it
+    for i, group in enumerate(ordered):
+        vector = vectors.get(group.id)
+        if vector is None:
+            continue
+        if sums:
+            centres = np.stack(sums)
+            centres /= np.maximum(np.linalg.norm(centres, axis=1, keepdims=True), 1e-12)
+            scores = centres @ vector
+            best = int(np.argmax(scores))
+            if scores[best] >= similar:
+                parent[i] = leaders[best]
+                sums[best] = sums[best] + vector
+                continue
+        sums.append(np.asarray(vector, dtype=np.float32).copy())
+        leaders.append(i)
+    for absorbed, into in _join_close_centres(sums, similar):  # what the greedy pass split by arriving early
+        for j, top in enumerate(parent):
+            if top == leaders[absorbed]:
+                parent[j] = leaders[into]
 
     def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
+        return parent[i]
 
-    with_vector = [i for i, g in enumerate(ordered) if g.id in vectors]
-    if len(with_vector) > 1:
-        matrix = np.stack([vectors[ordered[i].id] for i in with_vector])
-        scores = matrix @ matrix.T
-        for a, b in zip(*np.nonzero(np.triu(scores >= similar, k=1)), strict=True):
-            first, second = root(with_vector[int(a)]), root(with_vector[int(b)])
-            if first != second:  # the more asked group names the gap
-                parent[max(first, second)] = min(first, second)
     merged: dict[int, GapGroup] = {}
     for i, group in enumerate(ordered):
         top = root(i)
@@ -83,3 +96,37 @@ def merge_similar(groups: list[GapGroup], vectors: dict[str, np.ndarray], *, sim
         into.offered_topics |= group.offered_topics
         into.members.append(group.id)
     return sorted(merged.values(), key=lambda g: -g.count)
+
+
+def _join_close_centres(sums: list[np.ndarray], similar: float) -> list[tuple[int, int]]:
+    """Gaps whose centres are at least ``similar`` alike, joined closest pair first (centroid linkage; a
+    joined gap's centre is its groups' mean), as ``(absorbed, into)`` pairs of indexes into ``sums``, the
+    earlier (more asked) gap absorbing the later. Only the joined gap's row is computed again."""
+    if len(sums) < 2:
+        return []
+    total = np.stack(sums).astype(np.float32)
+    alive = np.ones(len(sums), dtype=bool)
+
+    def centres(rows: np.ndarray) -> np.ndarray:
+        return rows / np.maximum(np.linalg.norm(rows, axis=-1, keepdims=True), 1e-12)
+
+    unit_centres = centres(total)
+    scores = unit_centres @ unit_centres.T
+    np.fill_diagonal(scores, -np.inf)
+    joins: list[tuple[int, int]] = []
+    while True:
+        best = int(np.argmax(scores))
+        a, b = divmod(best, len(sums))
+        if scores[a, b] < similar:
+            return joins
+        into, absorbed = min(a, b), max(a, b)
+        total[into] += total[absorbed]
+        alive[absorbed] = False
+        scores[absorbed, :] = -np.inf
+        scores[:, absorbed] = -np.inf
+        row = centres(total) @ centres(total[into])
+        row[~alive] = -np.inf
+        row[into] = -np.inf
+        scores[into, :] = row
+        scores[:, into] = row
+        joins.append((absorbed, into))

@@ -3,6 +3,8 @@ ten differently worded questions about parking are one gap, five questions on ot
 
 from __future__ import annotations
 
+import math
+
 from gateway.insight.gap_clusters import GapGroup, merge_similar, unit
 from gateway.insight.outcomes import gap_group
 from rag_core import FastEmbedEncoder
@@ -35,3 +37,13 @@ async def test_ten_wordings_of_one_question_are_one_gap_and_other_subjects_stay_
 def test_groups_without_a_vector_stay_as_they_are():
     groups = [GapGroup("a", 3, ["parking?"]), GapGroup("b", 2, ["where to park"])]
     assert [g.members for g in merge_similar(groups, {})] == [["a"], ["b"]]
+
+
+def test_a_chain_of_near_neighbours_does_not_join_its_far_ends():
+    """Four questions 60 degrees apart in turn: each is like the next (cosine 0.5), the ends are opposite.
+    Single linkage made them one gap; by their gaps' centres they are two."""
+    angles = [0, 60, 120, 180]
+    vectors = {f"q{a}": unit([math.cos(math.radians(a)), math.sin(math.radians(a)), 0.0]) for a in angles}
+    groups = [GapGroup(f"q{a}", count=10 - i, examples=[f"question {a}"]) for i, a in enumerate(angles)]
+    merged = merge_similar(groups, vectors, similar=0.45)
+    assert sorted(sorted(g.members) for g in merged) == [["q0", "q60"], ["q120", "q180"]]
