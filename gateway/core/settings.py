@@ -351,6 +351,19 @@ class Settings(BaseSettings):
         "https://graph.facebook.com/v21.0", description="Meta's Graph API with its version (WhatsApp Cloud API, "
         "Messenger and Instagram connections)."
     )
+    discord_api_base: str = Field(
+        "https://discord.com/api/v10", description="Discord's REST API with its version (Discord connections): "
+        "the account check, replies, typing, threads and interaction follow-ups."
+    )
+    discord_gateway_url: str | None = Field(
+        None, description="The Discord Gateway WebSocket URL to connect to instead of the one GET /gateway/bot "
+        "answers (a local fake in tests)."
+    )
+    discord_gateway_lease_s: float = Field(
+        15.0, gt=0, le=30, description="How long a replica's hold on a Discord bot's Gateway connection lasts "
+        "without renewal: when the holder dies, another replica takes the connection over within this (plus "
+        "2 s) and resumes the session."
+    )
 
     # Channels (extra)
     channel_send_tries: int = Field(

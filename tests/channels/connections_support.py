@@ -23,6 +23,14 @@ def add(client: httpx.Client, **body) -> dict:
     return answer.json()
 
 
+def desk_agent(client: httpx.Client, name: str) -> str:
+    """A new agent whose system prompt names it ("You are the <name> desk"): the id of the agent a prompt shows."""
+    prompt = f"You are the {name} desk.\n{{context_str}}\nQuestion: {{query_str}}"
+    answer = client.post("/v1/agents", headers=ADMIN, json={"name": name, "config": {"systemPrompt": prompt}})
+    assert answer.status_code == 201, answer.text
+    return answer.json()["id"]
+
+
 def webhook_path(connection: dict) -> str:
     return "/" + connection["webhook_url"].split("://", 1)[1].split("/", 1)[1]
 

@@ -11,7 +11,7 @@ from channels.media_answer import MEDIA_REPLY
 from gateway.core.models import Role
 from tests.channels import vendors
 from tests.channels.conftest import settle
-from tests.channels.connections_support import ADMIN, SECRET_KEY, add, webhook_path
+from tests.channels.connections_support import ADMIN, SECRET_KEY, add, desk_agent, webhook_path
 
 WA_TOKEN = "EAAG-whatsapp-cloud-token-0001"
 PAGE_TOKEN = "EAAG-messenger-page-token-0002"
@@ -33,13 +33,6 @@ def meta_accounts(fake_meta):
     return fake_meta
 
 
-def _agent(client, name: str) -> str:
-    prompt = f"You are the {name} desk.\n{{context_str}}\nQuestion: {{query_str}}"
-    answer = client.post("/v1/agents", headers=ADMIN, json={"name": name, "config": {"systemPrompt": prompt}})
-    assert answer.status_code == 201, answer.text
-    return answer.json()["id"]
-
-
 def _whatsapp(client, **extra) -> dict:
     return add(client, kind="whatsapp_cloud", name="WhatsApp", credentials={
         "access_token": WA_TOKEN, "phone_number_id": vendors.WA_PHONE_NUMBER_ID, "app_secret": vendors.META_APP_SECRET,
@@ -52,7 +45,7 @@ def _nothing_queued(stored) -> dict:
 
 def test_whatsapp_cloud_answers_each_message_of_a_delivery_once_as_the_connections_agent(
         client, live, meta_accounts, fake_openai, stored):
-    bikes = _agent(client, "bikes")
+    bikes = desk_agent(client, "bikes")
     wa = _whatsapp(client, agent=bikes)
     path = webhook_path(wa)
     assert path == f"/channels/meta/{wa['id']}/whatsapp"
@@ -211,7 +204,7 @@ def test_a_delivery_for_another_number_of_the_same_app_is_not_answered_from_this
 @pytest.mark.parametrize("kind", ["messenger", "instagram"])
 def test_messenger_and_instagram_answer_each_message_once_as_the_connections_agent(kind, client, live, meta_accounts,
                                                                                    fake_openai, stored):
-    desk = _agent(client, f"{kind}-desk")
+    desk = desk_agent(client, f"{kind}-desk")
     token, account, token_field, id_field, limit = {
         "messenger": (PAGE_TOKEN, vendors.PAGE_ID, "page_access_token", "page_id", 2000),
         "instagram": (IG_TOKEN, vendors.IG_USER_ID, "access_token", "ig_user_id", 1000)}[kind]
