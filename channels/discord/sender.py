@@ -24,6 +24,7 @@ NO_PINGS = {"parse": []}
 
 class _Sink:
     streaming = False
+    channel = "discord"  # the delivery-failure metric's label
 
     def __init__(self, rest: DiscordREST, received: Received, policy: RetryPolicy, capabilities: Capabilities,
                  context: ChannelContext, connection: Connection) -> None:
