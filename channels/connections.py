@@ -299,6 +299,7 @@ DOCS = {  # webhook path -> its operation in webhook_docs
     "/channels/twilio/{connection_id}/voice/status": "TWILIO_STATUS",
     "/channels/meta/{connection_id}/whatsapp": "META_WHATSAPP", "/channels/meta/{connection_id}/messenger": "META_PAGE",
     "/channels/meta/{connection_id}/instagram": "META_INSTAGRAM",
+    "/channels/discord/{connection_id}/interactions": "DISCORD_INTERACTION",
 }
 
 

@@ -9,6 +9,7 @@ The threads the bot opened are remembered in Redis: everything said in them is f
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from channels.discord.payloads import THREAD_CHANNEL_TYPES, Received
@@ -16,6 +17,8 @@ from channels.discord.rest import DiscordRefused, DiscordREST
 from gateway.channel import ChannelContext, Connection
 
 __all__ = ["Place", "Threads"]
+
+log = logging.getLogger(__name__)
 
 THREAD_EXISTS = 160004  # "A thread has already been created for this message"
 OURS_TTL_S = 30 * 24 * 3600
@@ -64,8 +67,10 @@ class Threads:
                 json={"name": place.name, "auto_archive_duration": ARCHIVE_AFTER_MIN}, what="start thread")
             thread_id = str(thread["id"])
         except DiscordRefused as exc:
-            if exc.code != THREAD_EXISTS:
-                raise
+            if exc.code != THREAD_EXISTS:  # no right to open threads there: answered in the channel itself
+                log.warning("discord connection %s: no thread opened (%s); answering in the channel", connection.id,
+                            exc.message)
+                return place.parent or place.channel_id
             thread_id = place.open_on  # opened by an earlier try of this reply
         await self.context.store.redis.set(self._key(connection, thread_id), "1", ex=OURS_TTL_S)
         return thread_id
