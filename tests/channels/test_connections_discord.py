@@ -172,3 +172,28 @@ def test_a_refused_token_or_application_is_a_422_with_discords_message_and_store
     assert create(public_key="not-hex").status_code == 422
     assert stored.keys("connection*") == []
     assert bot.identifies == []
+
+
+def test_an_unacknowledged_heartbeat_is_a_zombie_connection_dropped_and_resumed(client, live, bot, fake_openai):
+    bot.heartbeat_interval_ms = 300
+    _discord(client)
+    _connected(bot)
+    wait_until(lambda: bot.heartbeats >= 2, 10, "heartbeats")
+    session = bot._current
+    bot.ack_heartbeats = False
+    wait_until(lambda: bot.resumes, 15, "a resume after the missing acknowledgement")
+    bot.ack_heartbeats = True
+    assert [r["session_id"] for r in bot.resumes] == [session] and len(bot.identifies) == 1
+    bot.dispatch("MESSAGE_CREATE", discord_api.message("Still there?"))
+    wait_until(lambda: bot.sent_texts() == ["echo: Still there?"], 20, "the answer after the resume")
+
+
+def test_a_token_reset_after_the_check_shows_in_the_connections_last_error(client, live, bot):
+    connection = _discord(client)
+    _connected(bot)
+    bot.tokens.clear()  # the token was reset in the developer portal
+    bot.drop()  # the resume is refused (INVALID_SESSION), the fresh identify closed with 4004
+    status = wait_until(lambda: client.get(f"/api/connections/{connection['id']}", headers=ADMIN).json()[
+        "status"]["last_error"], 20, "the connection's last error")
+    assert "4004" in status and "token was refused" in status
+    assert len(bot.identifies) == 2 and bot.open_sockets() == 0

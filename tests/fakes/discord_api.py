@@ -10,7 +10,8 @@ failures answer in Discord's error shape (a 429 with ``retry_after`` in the body
 
 Gateway: HELLO on connect; IDENTIFY → READY with a new session; RESUME of a known session → the events
 after the sequence given (``replay_overlap`` more: as if the client's saved sequence lagged) then
-RESUMED, an unknown one → INVALID_SESSION; heartbeats acknowledged. A test injects events with
+RESUMED, an unknown one (or a token no longer known) → INVALID_SESSION; heartbeats counted and
+acknowledged (unless ``ack_heartbeats`` is off); IDENTIFY with an unknown token → close 4004. A test injects events with
 ``dispatch`` (kept in the session, sent when a socket is open: missed ones are replayed on resume),
 drops the connection with ``drop`` (and holds new ones until ``reopen``).
 """
@@ -120,6 +121,8 @@ class FakeDiscord:
     applications: set[str] = field(default_factory=set)
     channel_types: dict[str, int] = field(default_factory=dict)
     heartbeat_interval_ms: int = 41_250
+    ack_heartbeats: bool = True  # False: a zombie connection, as the client must detect it
+    heartbeats: int = 0
     replay_overlap: int = 0
     identifies: list[dict] = field(default_factory=list)
     resumes: list[dict] = field(default_factory=list)
@@ -157,6 +160,9 @@ class FakeDiscord:
             self._current = None
             self.connects = 0
             self.replay_overlap = 0
+            self.heartbeat_interval_ms = 41_250
+            self.ack_heartbeats = True
+            self.heartbeats = 0
             self._open = True
 
     # -- what a test reads -----------------------------------------------------------------------
@@ -321,7 +327,9 @@ class FakeDiscord:
                 payload = await socket.receive_json()
                 op, data = payload.get("op"), payload.get("d")
                 if op == 1:
-                    await socket.send_json({"op": 11})
+                    self.heartbeats += 1
+                    if self.ack_heartbeats:
+                        await socket.send_json({"op": 11})
                 elif op == 2:
                     session = await self._identify(socket, data)
                     if session is None:
