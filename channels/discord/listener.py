@@ -12,6 +12,8 @@ from channels.discord.payloads import addressed, queued_message
 from channels.discord.rest import DiscordREST
 from channels.discord.session import GatewayRefused, GatewaySession, ResumeState
 from channels.discord.threads import Threads
+from channels.errors import ChannelRejected
+from channels.masking import vendor_boundary
 from gateway.channel import ChannelContext, Connection, delivery_id, order_key
 
 __all__ = ["GatewayListener"]
@@ -35,18 +37,23 @@ class GatewayListener:
         return str((await self.rest.call("GET", "/gateway/bot", token, what="gateway/bot"))["url"])
 
     async def listen(self, connection: Connection) -> None:
+        async with vendor_boundary(connection):  # the bot token masked in what is logged or raised from here
+            await self._listen(connection)
+
+    async def _listen(self, connection: Connection) -> None:
         token = connection.secret("bot_token")
 
         async def on_message(message: dict[str, Any], bot_id: str) -> None:
             await self._message(connection, message, bot_id)
 
-        session = GatewaySession(await self._url(token), token, self.state(connection), on_message)
         try:
+            session = GatewaySession(await self._url(token), token, self.state(connection), on_message)
             await session.run()
-        except GatewayRefused as exc:
-            log.warning("discord connection %s: %s", connection.id, exc)
+        except (GatewayRefused, ChannelRejected) as exc:  # not a passing fault: said, and tried again much later
+            error = exc.message if isinstance(exc, ChannelRejected) else str(exc)
+            log.warning("discord connection %s: %s", connection.id, error)
             if self.context.connections is not None:
-                await self.context.connections.note_error(connection, str(exc))
+                await self.context.connections.note_error(connection, error)
             await asyncio.sleep(REFUSED_PAUSE_S)
             raise
 
