@@ -3,14 +3,17 @@ signed Interactions endpoint, and the check of the credentials."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
 from pydantic import SecretStr
 
 from gateway.core.models import Role
+from tests.admin_ui.conftest import PASSWORD, csrf_of
 from tests.channels.conftest import metric, settle, wait_until
 from tests.channels.connections_support import ADMIN, SECRET_KEY, add, desk_agent, webhook_path
+from tests.channels.test_handoff import console  # noqa: F401  (a fixture: the signed-in console)
 from tests.fakes import discord_api
 from tests.fakes.discord_api import APPLICATION_ID, CHANNEL_ID, DM_CHANNEL_ID, GUILD_ID, PUBLIC_KEY, TOKEN
 
@@ -19,7 +22,7 @@ USER = f"discord:{discord_api.USER_ID}"
 
 @pytest.fixture
 def channel_overrides() -> dict:
-    return {"secret_key": SecretStr(SECRET_KEY)}
+    return {"secret_key": SecretStr(SECRET_KEY), "admin_password": SecretStr(PASSWORD), "admin_user": "root"}
 
 
 @pytest.fixture
@@ -197,3 +200,18 @@ def test_a_token_reset_after_the_check_shows_in_the_connections_last_error(clien
         "status"]["last_error"], 20, "the connection's last error")
     assert "4004" in status and "token was refused" in status
     assert len(bot.identifies) == 2 and bot.open_sockets() == 0
+
+
+def test_the_channels_screen_adds_a_discord_bot_and_shows_where_to_paste_its_url(console, bot):  # noqa: F811
+    listing = console.get("/admin/channels").text
+    assert "Discord bot" in listing
+    for field in ("discord-bot_token", "discord-application_id", "discord-public_key"):
+        assert f'id="{field}"' in listing
+    added = console.post("/admin/channels", data={
+        "csrf_token": csrf_of(listing), "kind": "discord", "name": "Community", "agent": "", "bot_token": TOKEN,
+        "application_id": APPLICATION_ID, "public_key": PUBLIC_KEY})
+    assert added.status_code == 303, added.text
+    page = console.get(added.headers["location"]).text
+    assert "<h1>Community</h1>" in page and "Interactions Endpoint URL" in page
+    assert re.search(r'id="webhook-url">[^<]*/channels/discord/[0-9a-f]{12}/interactions<', page)
+    assert f"••••{TOKEN[-4:]}" in page and TOKEN not in page and PUBLIC_KEY in page
