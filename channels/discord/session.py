@@ -143,6 +143,10 @@ class GatewaySession:
                     if not await self._handle(ws, json.loads(raw)):
                         await ws.close(4000, "reconnecting")  # not 1000: the session stays resumable
                         return
+            except asyncio.CancelledError:  # stopped here (a lease handed over, a change): resumable elsewhere;
+                # said outright, not left to how the client library closes on an exception (1011 today)
+                await asyncio.wait_for(ws.close(4000, "handing over"), 2)
+                raise
             finally:
                 beating.cancel()
                 await asyncio.gather(beating, return_exceptions=True)

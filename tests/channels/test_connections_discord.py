@@ -159,6 +159,12 @@ def test_a_gateway_drop_and_resume_does_not_answer_a_message_twice(client, live,
     assert [m.text for m in stored.messages(f"{USER}@{connection['id']}") if m.role is Role.USER] == [
         "Is the shop open today?", "Where are you?"]
 
+    # a change to the connection restarts its listener: the session is handed over resumable, not ended
+    renamed = client.patch(f"/api/connections/{connection['id']}", json={"name": "Renamed"}, headers=ADMIN)
+    assert renamed.status_code == 200, renamed.text
+    wait_until(lambda: len(bot.resumes) == 2 and bot.open_sockets() == 1, 15, "the restarted listener's resume")
+    assert [r["session_id"] for r in bot.resumes] == [session, session] and len(bot.identifies) == 1
+
 
 def test_a_refused_token_or_application_is_a_422_with_discords_message_and_stores_nothing(client, live, bot,
                                                                                          stored):

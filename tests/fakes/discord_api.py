@@ -10,7 +10,8 @@ failures answer in Discord's error shape (a 429 with ``retry_after`` in the body
 
 Gateway: HELLO on connect; IDENTIFY → READY with a new session; RESUME of a known session → the events
 after the sequence given (``replay_overlap`` more: as if the client's saved sequence lagged) then
-RESUMED, an unknown one (or a token no longer known) → INVALID_SESSION; heartbeats counted and
+RESUMED, an unknown one (or a token no longer known, or one the client closed with 1000 or 1001, as
+Discord ends a session so closed) → INVALID_SESSION; heartbeats counted and
 acknowledged (unless ``ack_heartbeats`` is off); IDENTIFY with an unknown token → close 4004. A test injects events with
 ``dispatch`` (kept in the session, sent when a socket is open: missed ones are replayed on resume),
 drops the connection with ``drop`` (and holds new ones until ``reopen``).
@@ -336,8 +337,9 @@ class FakeDiscord:
                         return
                 elif op == 6:
                     session = await self._resume(socket, data)
-        except WebSocketDisconnect:
-            pass
+        except WebSocketDisconnect as closed:
+            if session is not None and closed.code in (1000, 1001):  # as Discord: a clean close ends the session
+                self.sessions.pop(session.id, None)
         finally:
             if session is not None and session.socket is socket:
                 session.socket = None
