@@ -360,9 +360,9 @@ class Settings(BaseSettings):
         "answers (a local fake in tests)."
     )
     discord_gateway_lease_s: float = Field(
-        15.0, gt=0, le=30, description="How long a replica's hold on a Discord bot's Gateway connection lasts "
-        "without renewal: when the holder dies, another replica takes the connection over within this (plus "
-        "2 s) and resumes the session."
+        15.0, gt=0, le=20, description="How long a replica's hold on a Discord bot's Gateway connection lasts "
+        "without renewal (renewed every third of it): when the holder dies, another replica takes the connection "
+        "over within four thirds of this (20 s by default) and resumes the session."
     )
 
     # Channels (extra)
