@@ -19,6 +19,7 @@ __all__ = ["ASK", "Received", "addressed", "ask_command", "queued_interaction", 
 ASK = "ask"
 DM_CHANNEL_TYPES = frozenset({1, 3})  # a direct message, a group DM
 THREAD_CHANNEL_TYPES = frozenset({10, 11, 12})  # announcement, public and private threads
+WRITTEN = frozenset({0, 19})  # a message and a reply; not a system message (a pin, a join, a thread started)
 
 
 def ask_command() -> dict[str, Any]:
@@ -59,7 +60,7 @@ def addressed(message: dict, bot_id: str, *, our_thread: bool) -> bool:
     author = message.get("author") or {}
     if author.get("bot") or str(author.get("id", "")) == bot_id or message.get("webhook_id"):
         return False
-    if not str(message.get("content") or "").strip():
+    if message.get("type", 0) not in WRITTEN or not str(message.get("content") or "").strip():
         return False
     return (message.get("guild_id") is None or our_thread or _mentions(message, bot_id)
             or _replies_to(message, bot_id))
