@@ -83,18 +83,23 @@ def test_a_dm_a_mention_and_a_reply_are_answered_once_as_the_connections_agent_a
     bot.dispatch("MESSAGE_CREATE", discord_api.message("And per week?", channel_id=mention["id"], guild_id=GUILD_ID))
     bot.dispatch("MESSAGE_CREATE", discord_api.message("Thanks!", channel_id=CHANNEL_ID, guild_id=GUILD_ID,
                                                        reply_to_bot=True))
-    wait_until(lambda: len(bot.sent_texts()) == 4, 20, "the thread's and the reply's answers")
+    # a mention in a thread someone else opened: answered in that thread, no thread opened on it
+    bot.channel_types["3300000000000000009"] = 11
+    bot.dispatch("MESSAGE_CREATE", discord_api.message("Helmets too?", channel_id="3300000000000000009",
+                                                       guild_id=GUILD_ID, mentions_bot=True))
+    wait_until(lambda: len(bot.sent_texts()) == 5, 20, "the thread's, the reply's and the user thread's answers")
     settle(live)
     time.sleep(0.3)
     assert sorted(bot.sent_texts()) == sorted(["echo: Do you rent e-bikes?", "echo: How much per day?",
-                                               "echo: And per week?", "echo: Thanks!"])
+                                               "echo: And per week?", "echo: Thanks!", "echo: Helmets too?"])
     assert len(bot.sent("start thread")) == 2  # the reply to the bot got a thread of its own
+    assert [p["_channel"] for p in bot.sent() if p["content"] == "echo: Helmets too?"] == ["3300000000000000009"]
     prompts = [str(r["body"]["messages"]) for r in fake_openai.chat_requests()]
-    assert len(prompts) == 4 and all("You are the bikes desk" in p for p in prompts)
+    assert len(prompts) == 5 and all("You are the bikes desk" in p for p in prompts)
 
     messages = stored.messages(f"{USER}@{connection['id']}")
-    assert [m.text for m in messages if m.role is Role.USER] == [
-        "Do you rent e-bikes?", "How much per day?", "And per week?", "Thanks!"]
+    assert sorted(m.text for m in messages if m.role is Role.USER) == sorted([
+        "Do you rent e-bikes?", "How much per day?", "And per week?", "Thanks!", "Helmets too?"])
     assert all(m.channel == "discord" for m in messages)
     conversations = {m.text: m.conversation_id for m in messages if m.role is Role.USER}
     assert conversations["How much per day?"] == conversations["And per week?"]  # one conversation per thread
