@@ -57,9 +57,12 @@ def test_a_dm_a_mention_and_a_reply_are_answered_once_as_the_connections_agent_a
     [identify] = bot.identifies
     assert identify["intents"] == (1 << 9) | (1 << 12) | (1 << 15)
 
-    # a direct message: answered in the DM, typing shown first
+    # a direct message: answered in the DM, typing shown first; a 429 waited out as Discord asks
+    bot.recorder.fail("create message", 429, retry_after=1)
     bot.dispatch("MESSAGE_CREATE", discord_api.message("Do you rent e-bikes?"))
     wait_until(lambda: bot.sent_texts() == ["echo: Do you rent e-bikes?"], 20, "the DM's answer")
+    limited, sent = bot.recorder.received("create message", ok_only=False)
+    assert (limited.status, sent.status) == (429, 200) and sent.at - limited.at >= 0.9
     assert bot.sent()[0]["_channel"] == DM_CHANNEL_ID
     assert bot.sent()[0]["allowed_mentions"] == {"parse": []}
     assert DM_CHANNEL_ID in [t["_channel"] for t in bot.sent("typing")]
