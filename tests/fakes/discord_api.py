@@ -8,13 +8,13 @@ typing, messages, threads opened on a message (a second time: 400, code 160004),
 ``typing``, ``start thread``, ``edit original``, ``follow-up``, ``users/@me``, ``commands``); scripted
 failures answer in Discord's error shape (a 429 with ``retry_after`` in the body and ``Retry-After``).
 
-Gateway: HELLO on connect; IDENTIFY → READY with a new session; RESUME of a known session → the events
-after the sequence given (``replay_overlap`` more: as if the client's saved sequence lagged) then
-RESUMED, an unknown one (or a token no longer known, or one the client closed with 1000 or 1001, as
-Discord ends a session so closed) → INVALID_SESSION; heartbeats counted and
-acknowledged (unless ``ack_heartbeats`` is off); IDENTIFY with an unknown token → close 4004. A test injects events with
-``dispatch`` (kept in the session, sent when a socket is open: missed ones are replayed on resume),
-drops the connection with ``drop`` (and holds new ones until ``reopen``).
+Gateway: HELLO on connect; IDENTIFY → READY with a new session (an unknown token: close 4004); RESUME
+of a known session → the events after the sequence given (``replay_overlap`` more: as if the client's
+saved sequence lagged), then RESUMED; an unknown session, a token no longer known, or a session the
+client closed with 1000 or 1001 (Discord ends a session so closed) → INVALID_SESSION. Heartbeats are
+counted and acknowledged (unless ``ack_heartbeats`` is off). A test injects events with ``dispatch``
+(kept in the session, sent when a socket is open: missed ones are replayed on resume) and drops the
+connection with ``drop`` (holding new ones until ``reopen``).
 """
 
 from __future__ import annotations
