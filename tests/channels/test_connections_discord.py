@@ -229,3 +229,13 @@ def test_the_channels_screen_adds_a_discord_bot_and_shows_where_to_paste_its_url
     assert "<h1>Community</h1>" in page and "Interactions Endpoint URL" in page
     assert re.search(r'id="webhook-url">[^<]*/channels/discord/[0-9a-f]{12}/interactions<', page)
     assert f"••••{TOKEN[-4:]}" in page and TOKEN not in page and PUBLIC_KEY in page
+
+
+def test_where_the_bot_may_not_open_a_thread_it_answers_in_the_channel(client, live, bot, fake_openai):
+    _discord(client)
+    _connected(bot)
+    bot.recorder.fail("start thread", 403, description="Missing Permissions")
+    bot.dispatch("MESSAGE_CREATE", discord_api.message("Open on Monday?", channel_id=CHANNEL_ID, guild_id=GUILD_ID,
+                                                       mentions_bot=True))
+    wait_until(lambda: bot.sent_texts() == ["echo: Open on Monday?"], 20, "the answer in the channel")
+    assert bot.sent()[0]["_channel"] == CHANNEL_ID and bot.sent("start thread") == []
