@@ -359,6 +359,10 @@ class Settings(BaseSettings):
         None, description="The Discord Gateway WebSocket URL to connect to instead of the one GET /gateway/bot "
         "answers (a local fake in tests)."
     )
+    connection_listeners_poll_s: float = Field(
+        2.0, gt=0, description="How often each replica reads the connections of a kind that holds a connection "
+        "open (a Discord bot's Gateway): a connection added, changed or disabled is seen within this."
+    )
     discord_gateway_lease_s: float = Field(
         15.0, gt=0, le=20, description="How long a replica's hold on a Discord bot's Gateway connection lasts "
         "without renewal (renewed every third of it): when the holder dies, another replica takes the connection "
