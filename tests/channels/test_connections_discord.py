@@ -191,7 +191,7 @@ def test_a_refused_token_or_application_is_a_422_with_discords_message_and_store
     assert bot.identifies == []
 
 
-def test_an_unacknowledged_heartbeat_is_a_zombie_connection_dropped_and_resumed(client, live, bot, fake_openai):
+def test_an_unacknowledged_heartbeat_or_a_reconnect_request_is_resumed(client, live, bot, fake_openai):
     bot.heartbeat_interval_ms = 300
     _discord(client)
     _connected(bot)
@@ -203,6 +203,10 @@ def test_an_unacknowledged_heartbeat_is_a_zombie_connection_dropped_and_resumed(
     assert [r["session_id"] for r in bot.resumes] == [session] and len(bot.identifies) == 1
     bot.dispatch("MESSAGE_CREATE", discord_api.message("Still there?"))
     wait_until(lambda: bot.sent_texts() == ["echo: Still there?"], 20, "the answer after the resume")
+
+    bot.ask_reconnect()  # Discord's op 7: come back and resume
+    wait_until(lambda: len(bot.resumes) == 2 and bot.open_sockets() == 1, 15, "a resume after RECONNECT")
+    assert [r["session_id"] for r in bot.resumes] == [session, session] and len(bot.identifies) == 1
 
 
 def test_a_token_reset_after_the_check_shows_in_the_connections_last_error(client, live, bot):

@@ -13,8 +13,8 @@ of a known session → the events after the sequence given (``replay_overlap`` m
 saved sequence lagged), then RESUMED; an unknown session, a token no longer known, or a session the
 client closed with 1000 or 1001 (Discord ends a session so closed) → INVALID_SESSION. Heartbeats are
 counted and acknowledged (unless ``ack_heartbeats`` is off). A test injects events with ``dispatch``
-(kept in the session, sent when a socket is open: missed ones are replayed on resume) and drops the
-connection with ``drop`` (holding new ones until ``reopen``).
+(kept in the session, sent when a socket is open: missed ones are replayed on resume), drops the
+connection with ``drop`` (holding new ones until ``reopen``) and asks for a reconnect (``ask_reconnect``).
 """
 
 from __future__ import annotations
@@ -197,6 +197,12 @@ class FakeDiscord:
             socket, session.socket = session.socket, None
             if socket is not None and self._loop is not None:
                 asyncio.run_coroutine_threadsafe(self._close(socket), self._loop).result(5)
+
+    def ask_reconnect(self) -> None:
+        """Op 7 RECONNECT on the open sockets, as Discord asks a client to come back (and resume)."""
+        for session in list(self.sessions.values()):
+            if session.socket is not None and self._loop is not None:
+                asyncio.run_coroutine_threadsafe(self._send(session.socket, {"op": 7, "d": None}), self._loop).result(5)
 
     def reopen(self) -> None:
         self._open = True
