@@ -18,14 +18,15 @@ from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.live_server import LiveServer
 from tests.fakes.meta_graph import FakeGraph
 from tests.fakes.slack_api import FakeSlack
+from tests.fakes.teams_api import FakeTeams
 from tests.fakes.telegram_api import FakeTelegram
 from tests.fakes.twilio_api import FakeTwilio
 from tests.inspect import read_persona_messages
 
 
 @pytest.fixture(scope="session")
-def _fake_servers() -> Iterator[tuple[FakeTelegram, FakeSlack, FakeTwilio, FakeGraph, FakeDiscord]]:
-    fakes = (FakeTelegram(), FakeSlack(), FakeTwilio(), FakeGraph(), FakeDiscord())
+def _fake_servers() -> Iterator[tuple[FakeTelegram, FakeSlack, FakeTwilio, FakeGraph, FakeTeams, FakeDiscord]]:
+    fakes = (FakeTelegram(), FakeSlack(), FakeTwilio(), FakeGraph(), FakeTeams(), FakeDiscord())
     servers = [LiveServer(f.app()).start() for f in fakes]
     for fake, server in zip(fakes, servers, strict=True):
         fake.url = server.url
@@ -71,8 +72,15 @@ def fake_meta(_fake_servers) -> FakeGraph:
 
 
 @pytest.fixture
-def fake_discord(_fake_servers) -> FakeDiscord:
+def fake_teams(_fake_servers) -> FakeTeams:
     fake = _fake_servers[4]
+    fake.reset()
+    return fake
+
+
+@pytest.fixture
+def fake_discord(_fake_servers) -> FakeDiscord:
+    fake = _fake_servers[5]
     fake.reset()
     return fake
 
@@ -84,7 +92,8 @@ def channel_overrides() -> dict:
 
 
 @pytest.fixture
-def channel_settings(settings, fake_telegram, fake_slack, fake_twilio, fake_meta, fake_discord, channel_overrides):
+def channel_settings(settings, fake_telegram, fake_slack, fake_twilio, fake_meta, fake_teams, fake_discord,
+                     channel_overrides):
     update = {
         "public_url": vendors.PUBLIC_URL,
         "telegram_bot_token": SecretStr(telegram_api.TOKEN),
@@ -100,6 +109,8 @@ def channel_settings(settings, fake_telegram, fake_slack, fake_twilio, fake_meta
         "meta_api_base": fake_meta.base,
         "discord_api_base": fake_discord.base,
         "discord_gateway_url": fake_discord.gateway_url,
+        "teams_openid_metadata_url": fake_teams.metadata_url,
+        "teams_token_url": fake_teams.token_url,
         "channel_retry_base_s": 0.02,
         "channel_retry_max_s": 2.0,
         "channel_send_tries": 3,

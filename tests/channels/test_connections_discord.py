@@ -12,7 +12,7 @@ from pydantic import SecretStr
 from gateway.core.models import Role
 from tests.admin_ui.conftest import PASSWORD, csrf_of
 from tests.channels.conftest import metric, settle, wait_until
-from tests.channels.connections_support import ADMIN, SECRET_KEY, add, desk_agent, webhook_path
+from tests.channels.connections_support import ADMIN, SECRET_KEY, add, add_desk_agent, queued_keys, webhook_path
 from tests.channels.test_handoff import console  # noqa: F401  (a fixture: the signed-in console)
 from tests.fakes import discord_api
 from tests.fakes.discord_api import APPLICATION_ID, CHANNEL_ID, DM_CHANNEL_ID, GUILD_ID, PUBLIC_KEY, TOKEN
@@ -40,13 +40,9 @@ def _connected(fake) -> None:
     wait_until(lambda: fake.open_sockets() == 1 and fake._current is not None, 15, "the Gateway session")
 
 
-def _nothing_queued(stored) -> dict:
-    return {kind: stored.keys(f"{kind}:*") for kind in ("msg", "dedup", "identity", "persona")}
-
-
 def test_a_dm_a_mention_and_a_reply_are_answered_once_as_the_connections_agent_and_others_are_not(
         client, live, bot, fake_openai, stored):
-    bikes = desk_agent(client, "bikes")
+    bikes = add_desk_agent(client, "bikes")
     connection = _discord(client, agent=bikes)
     assert connection["status"]["account"] == f"@{discord_api.BOT_NAME}" and connection["enabled"]
     assert connection["credentials"]["bot_token"] == "••••" + TOKEN[-4:]
@@ -121,13 +117,13 @@ def test_ask_is_verified_deferred_and_followed_up_without_the_gateway(client, li
     ping = {"id": discord_api.snowflake(), "application_id": APPLICATION_ID, "type": 1, "token": "t", "version": 1}
     assert discord_api.post_interaction(client, path, ping).json() == {"type": 1}
     interaction = discord_api.ask("Can I book for Sunday?")
-    before = _nothing_queued(stored)
+    before = queued_keys(stored)
     refused = discord_api.post_interaction(client, path, interaction, signed=False)
     assert refused.status_code == 401 and refused.json()["error"] == "unauthorized"
     unsigned = client.post(path, json=interaction)
     assert unsigned.status_code == 401
     time.sleep(0.2)
-    assert _nothing_queued(stored) == before and fake_openai.chat_requests() == []
+    assert queued_keys(stored) == before and fake_openai.chat_requests() == []
 
     fake_openai.script_reply("**Yes.** " + "We are open on Sundays from ten to four. " * 60)  # ~2,500 characters
     assert discord_api.post_interaction(client, path, interaction).json() == {"type": 5}

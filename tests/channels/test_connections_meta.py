@@ -11,7 +11,7 @@ from channels.media_answer import MEDIA_REPLY
 from gateway.core.models import Role
 from tests.channels import vendors
 from tests.channels.conftest import settle
-from tests.channels.connections_support import ADMIN, SECRET_KEY, add, desk_agent, webhook_path
+from tests.channels.connections_support import ADMIN, SECRET_KEY, add, add_desk_agent, queued_keys, webhook_path
 
 WA_TOKEN = "EAAG-whatsapp-cloud-token-0001"
 PAGE_TOKEN = "EAAG-messenger-page-token-0002"
@@ -39,13 +39,9 @@ def _whatsapp(client, **extra) -> dict:
         **extra.pop("credentials", {})}, **extra)
 
 
-def _nothing_queued(stored) -> dict:
-    return {kind: stored.keys(f"{kind}:*") for kind in ("msg", "dedup", "identity", "persona")}
-
-
 def test_whatsapp_cloud_answers_each_message_of_a_delivery_once_as_the_connections_agent(
         client, live, meta_accounts, fake_openai, stored):
-    bikes = desk_agent(client, "bikes")
+    bikes = add_desk_agent(client, "bikes")
     wa = _whatsapp(client, agent=bikes)
     path = webhook_path(wa)
     assert path == f"/channels/meta/{wa['id']}/whatsapp"
@@ -64,11 +60,11 @@ def test_whatsapp_cloud_answers_each_message_of_a_delivery_once_as_the_connectio
 
     texts = ["Do you rent e-bikes?", "How much per day?", "Can I book for Sunday?"]
     delivery = vendors.whatsapp_delivery(*[vendors.whatsapp_text(t) for t in texts])
-    before = _nothing_queued(stored)
+    before = queued_keys(stored)
     assert vendors.post_meta(client, path, delivery, secret=None).status_code == 401
     assert vendors.post_meta(client, path, delivery, secret="not-the-app-secret").status_code == 401
     time.sleep(0.2)
-    assert _nothing_queued(stored) == before and fake_openai.chat_requests() == []
+    assert queued_keys(stored) == before and fake_openai.chat_requests() == []
 
     assert vendors.post_meta(client, path, delivery).status_code == 200
     settle(live)
@@ -204,7 +200,7 @@ def test_a_delivery_for_another_number_of_the_same_app_is_not_answered_from_this
 @pytest.mark.parametrize("kind", ["messenger", "instagram"])
 def test_messenger_and_instagram_answer_each_message_once_as_the_connections_agent(kind, client, live, meta_accounts,
                                                                                    fake_openai, stored):
-    desk = desk_agent(client, f"{kind}-desk")
+    desk = add_desk_agent(client, f"{kind}-desk")
     token, account, token_field, id_field, limit = {
         "messenger": (PAGE_TOKEN, vendors.PAGE_ID, "page_access_token", "page_id", 2000),
         "instagram": (IG_TOKEN, vendors.IG_USER_ID, "access_token", "ig_user_id", 1000)}[kind]
