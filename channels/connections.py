@@ -57,6 +57,7 @@ CONNECTION_MODULES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "whatsapp_cloud": ("channels.meta.whatsapp", "whatsapp_cloud", ("/channels/meta/{connection_id}/whatsapp",)),
     "messenger": ("channels.meta.messenger", "messenger", ("/channels/meta/{connection_id}/messenger",)),
     "instagram": ("channels.meta.instagram", "instagram", ("/channels/meta/{connection_id}/instagram",)),
+    "discord": ("channels.discord.connection", "discord", ("/channels/discord/{connection_id}/interactions",)),
     "teams": ("channels.teams.connection", "teams", ("/channels/teams/{connection_id}/messages",)),
 }
 # kind -> its WebSocket paths: a voice connection's ConversationRelay calls (their channel is ``twilio_relay``)
@@ -300,6 +301,7 @@ DOCS = {  # webhook path -> its operation in webhook_docs
     "/channels/twilio/{connection_id}/voice/status": "TWILIO_STATUS",
     "/channels/meta/{connection_id}/whatsapp": "META_WHATSAPP", "/channels/meta/{connection_id}/messenger": "META_PAGE",
     "/channels/meta/{connection_id}/instagram": "META_INSTAGRAM",
+    "/channels/discord/{connection_id}/interactions": "DISCORD_INTERACTION",
     "/channels/teams/{connection_id}/messages": "TEAMS_ACTIVITY",
 }
 

@@ -91,6 +91,18 @@ META_WHATSAPP = _meta("WhatsApp Cloud API delivery: messages and statuses (a con
                       "whatsapp_business_account", "changes")
 META_PAGE = _meta("Messenger delivery: messages, postbacks, deliveries (a connection)", "page", "messaging")
 META_INSTAGRAM = _meta("Instagram messaging delivery: messages, reads (a connection)", "instagram", "messaging")
+DISCORD_INTERACTION = webhook_operation(
+    "Discord interaction (a connection's Interactions Endpoint URL): PING answered with PONG; /ask queued and "
+    "answered at once with a deferred response (type 5), its reply edited in when the turn is done",
+    body={"application/json": {"type": "object", "required": ["id", "type"], "properties": {
+        "id": _STRING, "type": {"type": "integer", "description": "1 PING, 2 APPLICATION_COMMAND"},
+        "token": _STRING, "channel_id": _STRING, "data": {"type": "object"}}}},
+    headers={"X-Signature-Ed25519": "hex Ed25519 signature of X-Signature-Timestamp + the raw body, made with "
+                                    "the application's key (checked with its public key); missing or wrong: 401",
+             "X-Signature-Timestamp": "the timestamp Discord signed"},
+    answers={"200": {"description": "An interaction response: {\"type\": 1} or {\"type\": 5}",
+                     "content": {"application/json": {"schema": {"type": "object"}}}}},
+)
 TEAMS_ACTIVITY = webhook_operation(
     "Bot Framework activity from Microsoft Teams (a connection): messages are queued, other activities acknowledged",
     body={"application/json": {"type": "object", "required": ["type", "serviceUrl"], "properties": {

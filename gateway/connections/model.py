@@ -16,7 +16,7 @@ __all__ = ["DEFAULT_ID", "KINDS", "META_KINDS", "OPTIONAL", "REQUIRED", "SECRET_
            "ConnectionStatus", "Kind", "environment_connections", "is_connection_id", "mask", "webhook_path"]
 
 Kind = Literal["telegram", "slack", "twilio_sms", "twilio_voice", "whatsapp", "whatsapp_cloud", "messenger",
-               "instagram", "teams"]
+               "instagram", "discord", "teams"]
 KINDS: tuple[str, ...] = get_args(Kind)
 DEFAULT_ID = "default"  # the environment-configured channels, listed read-only
 # What ``Connection.id`` makes (12 hex digits). Anything else names no connection and is refused before
@@ -33,6 +33,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "whatsapp_cloud": ("access_token", "phone_number_id", "app_secret"),
     "messenger": ("page_access_token", "page_id", "app_secret"),
     "instagram": ("access_token", "ig_user_id", "app_secret"),
+    "discord": ("bot_token", "application_id", "public_key"),
     "teams": ("app_id", "app_password"),  # the Azure bot registration's Microsoft App ID and client secret
 }
 # What an operator may give besides (Meta's webhook verify token is made by the gateway when not given; the
@@ -59,6 +60,7 @@ _PATHS = {
     "whatsapp_cloud": "/channels/meta/{id}/whatsapp",
     "messenger": "/channels/meta/{id}/messenger",
     "instagram": "/channels/meta/{id}/instagram",
+    "discord": "/channels/discord/{id}/interactions",
     "teams": "/channels/teams/{id}/messages",
 }
 

@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 # A Telegram bot token is ``<bot id>:<secret>``; aiogram refuses any other shape (a space, no colon, a
 # non-digit id) with an exception of its own, so it is refused here first, as input, naming the field.
 _TELEGRAM_TOKEN = re.compile(r"[0-9]+:[A-Za-z0-9_-]+")
+# Discord's application id is a snowflake; its public key 32 bytes in hex, as the developer portal shows both
+_SNOWFLAKE, _ED25519_HEX = re.compile(r"[0-9]{15,22}"), re.compile(r"[0-9a-fA-F]{64}")
 
 
 class ConnectionCreate(BaseModel):
@@ -79,6 +81,12 @@ def _check_credentials(kind: str, credentials: dict[str, str]) -> None:
     if kind == "telegram" and not _TELEGRAM_TOKEN.fullmatch(credentials["bot_token"]):
         raise InvalidInput("credentials.bot_token: not a Telegram bot token (written <bot id>:<secret>, "
                            "as @BotFather gives it)")
+    if kind == "discord" and not _SNOWFLAKE.fullmatch(credentials["application_id"]):
+        raise InvalidInput("credentials.application_id: not a Discord application id (digits, as the developer "
+                           "portal's General Information shows it)")
+    if kind == "discord" and not _ED25519_HEX.fullmatch(credentials["public_key"]):
+        raise InvalidInput("credentials.public_key: not a Discord public key (64 hex digits, as the developer "
+                           "portal's General Information shows it)")
     if kind == "whatsapp" and not credentials["sender"].startswith("whatsapp:+"):
         raise InvalidInput("credentials.sender: a WhatsApp sender is written whatsapp:+<number>")
 

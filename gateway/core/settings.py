@@ -351,6 +351,23 @@ class Settings(BaseSettings):
         "https://graph.facebook.com/v21.0", description="Meta's Graph API with its version (WhatsApp Cloud API, "
         "Messenger and Instagram connections)."
     )
+    discord_api_base: str = Field(
+        "https://discord.com/api/v10", description="Discord's REST API with its version (Discord connections): "
+        "the account check, replies, typing, threads and interaction follow-ups."
+    )
+    discord_gateway_url: str | None = Field(
+        None, description="The Discord Gateway WebSocket URL to connect to instead of the one GET /gateway/bot "
+        "answers (a local fake in tests)."
+    )
+    connection_listeners_poll_s: float = Field(
+        2.0, gt=0, description="How often each replica reads the connections of a kind that holds a connection "
+        "open (a Discord bot's Gateway): a connection added, changed or disabled is seen within this."
+    )
+    discord_gateway_lease_s: float = Field(
+        15.0, gt=0, le=20, description="How long a replica's hold on a Discord bot's Gateway connection lasts "
+        "without renewal (renewed every third of it): when the holder dies, another replica takes the connection "
+        "over within four thirds of this (20 s by default) and resumes the session."
+    )
     teams_openid_metadata_url: str = Field(
         "https://login.botframework.com/v1/.well-known/openidconfiguration",
         description="Where the Bot Framework's OpenID metadata is read (Teams connections): its issuer is the one "

@@ -14,6 +14,7 @@ from gateway.core.models import Message, TurnTrace
 from gateway.http.app import create_app
 from tests.channels import vendors
 from tests.fakes import slack_api, telegram_api, twilio_api
+from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.live_server import LiveServer
 from tests.fakes.meta_graph import FakeGraph
 from tests.fakes.slack_api import FakeSlack
@@ -24,8 +25,8 @@ from tests.inspect import read_persona_messages
 
 
 @pytest.fixture(scope="session")
-def _fake_servers() -> Iterator[tuple[FakeTelegram, FakeSlack, FakeTwilio, FakeGraph, FakeTeams]]:
-    fakes = (FakeTelegram(), FakeSlack(), FakeTwilio(), FakeGraph(), FakeTeams())
+def _fake_servers() -> Iterator[tuple[FakeTelegram, FakeSlack, FakeTwilio, FakeGraph, FakeTeams, FakeDiscord]]:
+    fakes = (FakeTelegram(), FakeSlack(), FakeTwilio(), FakeGraph(), FakeTeams(), FakeDiscord())
     servers = [LiveServer(f.app()).start() for f in fakes]
     for fake, server in zip(fakes, servers, strict=True):
         fake.url = server.url
@@ -78,13 +79,21 @@ def fake_teams(_fake_servers) -> FakeTeams:
 
 
 @pytest.fixture
+def fake_discord(_fake_servers) -> FakeDiscord:
+    fake = _fake_servers[5]
+    fake.reset()
+    return fake
+
+
+@pytest.fixture
 def channel_overrides() -> dict:
     """Tests override settings by filling this dict before ``live`` starts the gateway."""
     return {}
 
 
 @pytest.fixture
-def channel_settings(settings, fake_telegram, fake_slack, fake_twilio, fake_meta, fake_teams, channel_overrides):
+def channel_settings(settings, fake_telegram, fake_slack, fake_twilio, fake_meta, fake_teams, fake_discord,
+                     channel_overrides):
     update = {
         "public_url": vendors.PUBLIC_URL,
         "telegram_bot_token": SecretStr(telegram_api.TOKEN),
@@ -98,6 +107,8 @@ def channel_settings(settings, fake_telegram, fake_slack, fake_twilio, fake_meta
         "twilio_api_base": fake_twilio.url,
         "twilio_from_number": twilio_api.FROM_NUMBER,
         "meta_api_base": fake_meta.base,
+        "discord_api_base": fake_discord.base,
+        "discord_gateway_url": fake_discord.gateway_url,
         "teams_openid_metadata_url": fake_teams.metadata_url,
         "teams_token_url": fake_teams.token_url,
         "channel_retry_base_s": 0.02,

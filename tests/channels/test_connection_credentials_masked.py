@@ -19,7 +19,7 @@ from tests.channels.conftest import settle
 from tests.channels.connections_support import ADMIN, SECRET_KEY, webhook_path
 from tests.channels.test_handoff import console  # noqa: F401  (a fixture: the signed-in console)
 from tests.channels.test_secrets_exposure import _everything_in
-from tests.fakes import slack_api
+from tests.fakes import discord_api, slack_api
 
 SLACK_SIGNING = "c0ffee-signing-" + "9" * 20
 CUSTOMER = "+15557654321"
@@ -142,6 +142,23 @@ def _meta(fakes, kind: str, digit: str) -> Scenario:
     )
 
 
+def _discord(fakes) -> Scenario:
+    discord = fakes["discord"]
+    token = "MTEwMDAwMDAwMDAwMDAwOTk5.GfAkEx.discord-token-echoed"
+    discord.add_bot(token)
+
+    def inbound(client, connection):
+        return discord_api.post_interaction(client, webhook_path(connection), discord_api.ask("where is my order?"))
+
+    return Scenario(
+        credentials={"bot_token": token, "application_id": discord_api.APPLICATION_ID,
+                     "public_key": discord_api.PUBLIC_KEY},
+        fail_check=lambda echo: discord.recorder.fail("users/@me", 500, description=f"Service down for {echo}"),
+        fail_send=lambda echo: discord.recorder.fail("edit original", 400, description=f"Invalid Form Body {echo}"),
+        inbound=inbound, secrets=[token], customer=f"discord:{discord_api.USER_ID}",
+    )
+
+
 def _teams(fakes) -> Scenario:
     teams = fakes["teams"]
     app_id, password = "9b2c4d6e-echo-4a1b-8c2d-teamsappid01", "Echo8Q~teams-client-secret-echoed-0042"
@@ -170,18 +187,19 @@ SCENARIOS = {
     "whatsapp_cloud": lambda fakes: _meta(fakes, "whatsapp_cloud", "6"),
     "messenger": lambda fakes: _meta(fakes, "messenger", "7"),
     "instagram": lambda fakes: _meta(fakes, "instagram", "8"),
+    "discord": _discord,
     "teams": _teams,
 }
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_vendor_echoing_the_credentials_leaves_them_nowhere(kind, client, live, fake_telegram, fake_slack,
-                                                              fake_twilio, fake_meta, fake_teams, fake_openai, stored,
-                                                              console, caplog):  # noqa: F811
+                                                              fake_twilio, fake_meta, fake_teams, fake_discord,
+                                                              fake_openai, stored, console, caplog):  # noqa: F811
     caplog.set_level(logging.DEBUG)
     quiet_libraries(logging.DEBUG)  # as `switchboard serve` configures them, even at DEBUG
-    scenario = SCENARIOS[kind]({"telegram": fake_telegram, "slack": fake_slack,
-                                              "twilio": fake_twilio, "meta": fake_meta, "teams": fake_teams})
+    scenario = SCENARIOS[kind]({"telegram": fake_telegram, "slack": fake_slack, "twilio": fake_twilio,
+                                "meta": fake_meta, "teams": fake_teams, "discord": fake_discord})
     echo = " ".join(f"{name}={value}" for name, value in scenario.credentials.items())
     answers: list[httpx.Response] = []
 

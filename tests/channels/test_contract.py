@@ -19,7 +19,7 @@ from gateway.core.models import DeliveryStatus, Role
 from tests.channels import vendors
 from tests.channels.conftest import metric, settle, wait_until
 from tests.channels.connections_support import SECRET_KEY, add, webhook_path
-from tests.fakes import twilio_api
+from tests.fakes import discord_api, twilio_api
 from tests.fakes.recording import Recorder
 
 
@@ -218,6 +218,28 @@ class InstagramHarness(MetaHarness):
 META = [WhatsAppCloudHarness, MessengerHarness, InstagramHarness]
 
 
+class DiscordHarness(Harness):
+    """A Discord connection's ``/ask``, signed as Discord signs it: the reply edits the deferred response, each
+    further part a follow-up."""
+
+    name, limit, method = "discord", 2000, "edit original"
+
+    def open(self, client):
+        self.fake.add_bot()
+        self.connection = add(client, kind="discord", name="Discord contract", credentials={
+            "bot_token": discord_api.TOKEN, "application_id": discord_api.APPLICATION_ID,
+            "public_key": discord_api.PUBLIC_KEY})
+        self.identity = f"discord:{discord_api.USER_ID}@{self.connection['id']}"
+
+    def deliver(self, client, text, *, key, signed=True, retry=False):
+        return discord_api.post_interaction(client, webhook_path(self.connection),
+                                            discord_api.ask(text, interaction_id=key), signed=signed)
+
+    def sent(self):
+        calls = self.recorder.received("edit original") + self.recorder.received("follow-up")
+        return [c.params["content"] for c in sorted(calls, key=lambda c: c.at)]
+
+
 class TeamsHarness(Harness):
     """A Teams connection (added through the API when the case starts); each activity carries a token signed
     as the Bot Connector signs it, or (unverified) one signed with another key."""
@@ -242,21 +264,24 @@ def channel_overrides() -> dict:
 
 
 @pytest.fixture(params=[TelegramHarness, SlackHarness, TwilioSmsHarness, TwilioVoiceHarness,
-                        TwilioVoiceConnectionHarness, WebChatHarness, *META, TeamsHarness],
+                        TwilioVoiceConnectionHarness, WebChatHarness, *META, TeamsHarness, DiscordHarness],
                 ids=lambda h: getattr(h, "case", h.name))
-def any_channel(request, fake_telegram, fake_slack, fake_twilio, fake_meta, fake_teams, client) -> Harness:
+def any_channel(request, fake_telegram, fake_slack, fake_twilio, fake_meta, fake_teams, fake_discord,
+                client) -> Harness:
     """Every channel (and connection kind), for the cases every channel must pass."""
     fakes = {"telegram": fake_telegram, "slack": fake_slack, "twilio_sms": fake_twilio,
-             "twilio_voice": fake_twilio, "webchat": None, **{h.name: fake_meta for h in META}, "teams": fake_teams}
+             "twilio_voice": fake_twilio, "webchat": None, **{h.name: fake_meta for h in META}, "teams": fake_teams,
+             "discord": fake_discord}
     harness = request.param(fakes[request.param.name])
     harness.open(client)
     return harness
 
 
-@pytest.fixture(params=[TelegramHarness, SlackHarness, TwilioSmsHarness, *META, TeamsHarness], ids=lambda h: h.name)
-def channel(request, fake_telegram, fake_slack, fake_twilio, fake_meta, fake_teams, client) -> Harness:
+@pytest.fixture(params=[TelegramHarness, SlackHarness, TwilioSmsHarness, *META, TeamsHarness, DiscordHarness],
+                ids=lambda h: h.name)
+def channel(request, fake_telegram, fake_slack, fake_twilio, fake_meta, fake_teams, fake_discord, client) -> Harness:
     fakes = {"telegram": fake_telegram, "slack": fake_slack, "twilio_sms": fake_twilio,
-             **{h.name: fake_meta for h in META}, "teams": fake_teams}
+             **{h.name: fake_meta for h in META}, "teams": fake_teams, "discord": fake_discord}
     harness = request.param(fakes[request.param.name])
     harness.open(client)
     return harness

@@ -48,8 +48,9 @@ def _report(entry: str, traffic: Traffic) -> str:
 
 
 # The web chat's orphan sweep runs every half turn lease (5 s by default) in every gateway: with a 60 s lease
-# it does not run inside a counted turn (it landed there by chance before: its first run is three trips).
-QUIET_SWEEP = {"turn_lock_lease_s": 60.0}
+# it does not run inside a counted turn (it landed there by chance before: its first run is three trips). So
+# with the connection listeners' read of the connections (a Discord bot's Gateway; every 2 s by default).
+QUIET_SWEEP = {"turn_lock_lease_s": 60.0, "connection_listeners_poll_s": 60.0}
 
 
 def _without_idle_reads(traffic: Traffic, own: int = 0) -> tuple[Traffic, int]:
