@@ -9,7 +9,8 @@ renews the lease, and when it dies another replica takes over within one lease. 
 changed, disabled or deleted has its listener stopped (and started again with the change).
 
 A kind's vendor module creates one in its ``build_connections(context)`` and calls ``start()``; its
-handler's ``stop()`` calls ``stop()``.
+handler's ``stop()`` calls ``stop()``. Only serving processes hold listeners (``holds_listeners``): a
+``switchboard worker`` builds the kind's handler to answer deliveries and starts none.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ class ConnectionListeners:
         self._follower: asyncio.Task[None] | None = None
 
     def start(self) -> None:
+        if not self.context.holds_listeners:  # a worker: the serving processes hold the listeners
+            return
         if self._follower is None and self.context.connections is not None:
             self._follower = asyncio.create_task(self._follow(), name=f"{self.kind}-listeners")
 

@@ -141,6 +141,9 @@ class ChannelContext:
     # the environment-configured channels by kind (the read-only connection ``default``): their vendor
     # errors are masked by these credentials as a connection's are by its own
     environment_connections: dict[str, Connection] = field(default_factory=dict)
+    # whether this process holds connections' long-lived listeners (a mailbox, a Discord Gateway): a serving
+    # process does, a ``switchboard worker`` does not (it only answers what the listeners queued)
+    holds_listeners: bool = False
 
     async def ack_delivery(self, channel: str, dedup_id: str, order_key: str, body: str | bytes) -> bool:
         """Queue a verified delivery in the inbox (one round trip); False, counted, for a vendor's retry."""
@@ -453,7 +456,7 @@ class Services:
         except Exception as exc:  # Redis down at start: /readyz says so; the console waits for it
             log.warning("console: could not check for a first admin: %s", exc)
 
-    def channel_context(self) -> ChannelContext:
+    def channel_context(self, *, holds_listeners: bool = False) -> ChannelContext:
         assert self.turns is not None and self.inbox is not None  # both built in ``build``
         return ChannelContext(
             settings=self.settings, store=self.store, sessions=self.sessions, pipeline=self.pipeline,
@@ -465,6 +468,7 @@ class Services:
             visitors=self.visitors, environment_connections=environment_connections(self.settings),
             feedback=self.insight.feedback if self.insight else None,
             left_after_turn=self.insight.outcomes.left_after_turn if self.insight else None,
+            holds_listeners=holds_listeners,
         )
 
     async def start(self) -> None:

@@ -34,7 +34,7 @@ def _install(group: str, *args: object) -> list[str]:
 
 
 def install_plugins(app: FastAPI, services: Services) -> list[str]:
-    return _install(GROUP, app, services.channel_context())
+    return _install(GROUP, app, services.channel_context(holds_listeners=True))
 
 
 def install_worker_plugins(services: Services) -> list[str]:

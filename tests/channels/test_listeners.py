@@ -46,7 +46,7 @@ async def _until(check, within: float = 3.0) -> None:
 
 
 async def test_one_listener_per_connection_across_replicas(services) -> None:
-    context = services.channel_context()
+    context = services.channel_context(holds_listeners=True)  # as in a serving process
     store = context.connections
     one = await store.save(Connection(kind="telegram", name="one", credentials={"bot_token": "1:abcdefgh"}))
     two = await store.save(Connection(kind="telegram", name="two", credentials={"bot_token": "2:abcdefgh"}))
@@ -70,3 +70,13 @@ async def test_one_listener_per_connection_across_replicas(services) -> None:
     finally:
         await a.listeners.stop()
         await b.listeners.stop()
+
+
+async def test_a_worker_holds_no_listener(services) -> None:
+    context = services.channel_context()  # holds_listeners False: a worker's context
+    await context.connections.save(Connection(kind="telegram", name="one", credentials={"bot_token": "1:abcdefgh"}))
+    replica = Replica(context, "worker")
+    replica.listeners.start()
+    await asyncio.sleep(0.5)
+    assert not replica.running and not replica.listeners.holding()
+    await replica.listeners.stop()
