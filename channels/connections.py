@@ -56,6 +56,7 @@ CONNECTION_MODULES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "whatsapp_cloud": ("channels.meta.whatsapp", "whatsapp_cloud", ("/channels/meta/{connection_id}/whatsapp",)),
     "messenger": ("channels.meta.messenger", "messenger", ("/channels/meta/{connection_id}/messenger",)),
     "instagram": ("channels.meta.instagram", "instagram", ("/channels/meta/{connection_id}/instagram",)),
+    "email": ("channels.email.connection", "email", ()),  # no webhook: its mailbox is read over IMAP
 }
 # kind -> its WebSocket paths: a voice connection's ConversationRelay calls (their channel is ``twilio_relay``)
 CONNECTION_SOCKETS: dict[str, tuple[str, ...]] = {"twilio_voice": ("/channels/twilio/{connection_id}/relay",)}

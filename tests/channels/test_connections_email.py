@@ -1,0 +1,155 @@
+"""E-mail connections against real peers: Dovecot as the mailbox (IMAP IDLE), aiosmtpd as the SMTP server.
+
+A mail put in the mailbox is answered by SMTP in its thread (In-Reply-To, References, Re:), the
+model reading only the new part; the customer's answer to our reply continues the same conversation;
+auto-replies, bounces, lists, our own address and our own mail are never answered, each counted.
+"""
+
+from __future__ import annotations
+
+import time
+from email.message import EmailMessage
+from email.utils import make_msgid
+
+import pytest
+from pydantic import SecretStr
+
+from gateway.core.models import Role
+from tests.channels.conftest import metric, settle, wait_until
+from tests.channels.connections_support import ADMIN, SECRET_KEY, add
+from tests.fakes.mail_server import PASSWORD, USER, Dovecot, SmtpReceiver
+
+CUSTOMER = "ada@example.org"
+QUOTED = "We have the red one in stock, shipped within two days."
+
+
+@pytest.fixture(scope="module")
+def dovecot():
+    server = Dovecot().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def smtp():
+    receiver = SmtpReceiver().start()
+    yield receiver
+    receiver.stop()
+
+
+@pytest.fixture
+def mailbox(dovecot, smtp):
+    dovecot.clear()
+    smtp.clear()
+    return dovecot
+
+
+@pytest.fixture
+def channel_overrides() -> dict:
+    return {"secret_key": SecretStr(SECRET_KEY), "email_poll_s": 1.0}
+
+
+def credentials(dovecot: Dovecot, smtp: SmtpReceiver, **changed: str) -> dict[str, str]:
+    return {"imap_host": "127.0.0.1", "imap_port": str(dovecot.port), "smtp_host": "127.0.0.1",
+            "smtp_port": str(smtp.port), "username": USER, "password": PASSWORD, "address": USER, "tls": "none",
+            **changed}
+
+
+def mail(text: str, *, subject: str = "Blue bike?", sender: str = CUSTOMER, reply_to: EmailMessage | None = None,
+         **headers: str) -> EmailMessage:
+    message = EmailMessage()
+    message["From"] = f"Ada Lovelace <{sender}>"
+    message["To"] = USER
+    message["Subject"] = subject
+    message["Message-ID"] = make_msgid(domain="example.org")
+    if reply_to is not None:
+        message["In-Reply-To"] = reply_to["Message-ID"]
+        message["References"] = " ".join(filter(None, [str(reply_to.get("References", "")),
+                                                        str(reply_to["Message-ID"])]))
+    for name, value in headers.items():
+        message[name.replace("_", "-")] = value
+    message.set_content(text)
+    return message
+
+
+def test_a_mail_is_answered_in_its_thread_and_the_answer_to_it_continues_the_conversation(
+        client, live, mailbox, smtp, fake_openai, stored):
+    box = add(client, kind="email", name="Support", credentials=credentials(mailbox, smtp))
+    assert box["credentials"]["password"] == "••••" + PASSWORD[-4:] and box["webhook_url"] is None
+    assert box["status"]["account"] == USER and box["state"] == "enabled"
+
+    first = mail(f"Do you have the bike in blue?\n\nThanks,\nAda\n\nOn Tue, 3 Mar 2026 at 10:00, Shop <{USER}> "
+                 f"wrote:\n> {QUOTED}\n")
+    first.add_attachment(b"%PDF-1.4 an old receipt", maintype="application", subtype="pdf", filename="receipt.pdf")
+    mailbox.deliver(first)
+    [reply] = wait_until(lambda: smtp.messages, 20, "the reply by SMTP")
+    assert reply["In-Reply-To"] == first["Message-ID"]
+    assert reply["References"] == first["Message-ID"]
+    assert reply["Subject"] == "Re: Blue bike?" and reply["To"] == f"Ada Lovelace <{CUSTOMER}>"
+    assert reply["From"] == USER and reply["Auto-Submitted"] == "auto-replied"
+    assert reply.get_content().strip().startswith("echo: Subject: Blue bike?")
+    [request] = fake_openai.chat_requests()
+    prompt = str(request["body"]["messages"])
+    assert "Do you have the bike in blue?" in prompt
+    assert QUOTED not in prompt and "wrote:" not in prompt  # the quoted history is not the model's to read
+    assert 'receipt.pdf" (application/pdf, 23 bytes): not read' in prompt  # recorded, not read
+
+    # the customer answers our reply: the same thread, the same conversation
+    mailbox.deliver(mail("And in size L?", subject="Re: Blue bike?", reply_to=reply))
+    wait_until(lambda: len(smtp.messages) == 2, 20, "the second reply")
+    second = smtp.messages[1]
+    assert second["In-Reply-To"] != reply["Message-ID"]  # a reply to the customer's new mail...
+    assert second["References"].split()[:2] == [first["Message-ID"], reply["Message-ID"]]  # ...in the thread
+    assert second["Subject"] == "Re: Blue bike?" and "echo: And in size L?" in second.get_content()
+
+    # a new thread is a new conversation
+    mailbox.deliver(mail("What are your opening hours?", subject="Hours"))
+    wait_until(lambda: len(smtp.messages) == 3, 20, "the third reply")
+    settle(live)
+    messages = stored.messages(f"email:{CUSTOMER}@{box['id']}")
+    assert [m.role for m in messages] == [Role.USER, Role.AGENT] * 3
+    conversations = [m.conversation_id for m in messages]
+    assert conversations[0] == conversations[3] != conversations[4] == conversations[5]
+    assert messages[0].channel == "email"
+    assert QUOTED not in stored.all_values()
+    assert len(fake_openai.chat_requests()) == 3
+
+
+def test_machines_lists_bounces_and_our_own_mail_are_never_answered(client, live, mailbox, smtp, fake_openai):
+    box = add(client, kind="email", name="Support", credentials=credentials(mailbox, smtp))
+    mailbox.deliver(mail("I am out of office until Monday.", Auto_Submitted="auto-replied"))
+    mailbox.deliver(mail("Weekly newsletter", List_Id="<news.example.org>"))
+    mailbox.deliver(mail("Sale!", Precedence="bulk"))
+    bounce = mail("Delivery to the following recipient failed permanently", sender="MAILER-DAEMON@example.org",
+                  Return_Path="<>")
+    mailbox.deliver(bounce)
+    report = EmailMessage()
+    report["From"], report["To"], report["Subject"] = "postmaster@example.org", USER, "Undelivered Mail"
+    report["Message-ID"] = make_msgid(domain="example.org")
+    report.set_content("The mail could not be delivered.")
+    report.make_mixed()
+    report.set_type("multipart/report")
+    mailbox.deliver(report)
+    mailbox.deliver(mail("a copy of our own mail", sender=USER))
+    mailbox.deliver(mail("Is the shop open on Sunday?"))  # the one a person wrote
+    [reply] = wait_until(lambda: smtp.messages, 20, "the one reply")
+    assert "Sunday" in reply.get_content()
+    mailbox.deliver(reply)  # our own reply, come back (a copy, a loop through a forward)
+    time.sleep(2.5)  # the listener has seen it (new mail wakes IDLE at once)
+    assert len(smtp.messages) == 1 and len(fake_openai.chat_requests()) == 1
+    counted = {reason: metric(client, f'switchboard_rejected_requests_total{{channel="email",reason="{reason}"}}')
+               for reason in ("auto_reply", "mailing_list", "bulk", "bounce", "own_address", "own_mail")}
+    assert counted == {"auto_reply": 1, "mailing_list": 1, "bulk": 1, "bounce": 2, "own_address": 1, "own_mail": 1}
+    assert box["id"]
+
+
+def test_refused_credentials_are_a_422_with_the_servers_reason_and_nothing_is_stored(client, mailbox, smtp):
+    wrong = client.post("/api/connections", headers=ADMIN, json={
+        "kind": "email", "name": "Support", "credentials": credentials(mailbox, smtp, password="not-the-password")})
+    assert wrong.status_code == 422, wrong.text
+    assert "AUTHENTICATIONFAILED" in wrong.json()["message"] and "not-the-password" not in wrong.text
+    bad_tls = client.post("/api/connections", headers=ADMIN, json={
+        "kind": "email", "name": "Support", "credentials": credentials(mailbox, smtp, tls="tls1.3")})
+    assert bad_tls.status_code == 422 and "credentials.tls" in bad_tls.json()["message"]
+    listed = client.get("/api/connections", headers=ADMIN).json()
+    assert [c for c in listed["connections"] if c["kind"] == "email"] == []

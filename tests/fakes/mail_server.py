@@ -1,0 +1,190 @@
+"""Real mail peers for the email kind: a throwaway Dovecot IMAP server and an aiosmtpd SMTP receiver.
+
+``Dovecot`` runs Debian's ``dovecot`` in the foreground (``-F``) with a config in a tmp dir: one user
+from a passwd-file, maildir in the tmp dir, no TLS, loopback only, on a free port. Test mail is put in
+the mailbox by IMAP ``APPEND`` (Python's ``imaplib``, the plain standard client). ``SmtpReceiver`` is an
+aiosmtpd ``Controller`` on a free port that takes any login and records each message it is given.
+"""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import getpass
+import imaplib
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from email.message import EmailMessage
+from pathlib import Path
+
+from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import AuthResult, LoginPassword
+
+from tests.fakes.live_server import free_port
+
+USER, PASSWORD = "support@shop.test", "mailbox-password-0001"
+
+
+class Dovecot:
+    def __init__(self) -> None:
+        # its own dir, readable by Dovecot's unprivileged users when we are root (pytest's tmp dirs are not)
+        self.root = Path(tempfile.mkdtemp(prefix="switchboard-dovecot-"))
+        self.root.chmod(0o755)
+        self.port = free_port()
+        self.process: subprocess.Popen | None = None
+
+    def _config(self) -> Path:
+        me = getpass.getuser()
+        # as root (CI) the login processes must run as Debian's unprivileged users; else as ourselves
+        login, internal = ("dovenull", "dovecot") if os.getuid() == 0 else (me, me)
+        (self.root / "run").mkdir(parents=True, exist_ok=True)
+        (self.root / "mail").mkdir(exist_ok=True)
+        users = self.root / "users"
+        uid, gid = os.getuid(), os.getgid()
+        if uid == 0:  # Dovecot refuses to be a mail user as root
+            owner = pwd.getpwnam("dovecot")
+            uid, gid = owner.pw_uid, owner.pw_gid
+            os.chown(self.root / "mail", uid, gid)
+        users.write_text(f"{USER}:{{PLAIN}}{PASSWORD}:{uid}:{gid}::{self.root / 'mail'}\n")
+        conf = self.root / "dovecot.conf"
+        conf.write_text(f"""
+protocols = imap
+listen = 127.0.0.1
+base_dir = {self.root / 'run'}
+state_dir = {self.root / 'run'}
+instance_name = switchboard-test-{self.port}
+log_path = {self.root / 'dovecot.log'}
+ssl = no
+disable_plaintext_auth = no
+auth_mechanisms = plain login
+default_login_user = {login}
+default_internal_user = {internal}
+first_valid_uid = {uid}
+mail_location = maildir:{self.root / 'mail'}/Maildir
+passdb {{
+  driver = passwd-file
+  args = scheme=PLAIN username_format=%u {users}
+}}
+userdb {{
+  driver = passwd-file
+  args = username_format=%u {users}
+}}
+service imap-login {{
+  inet_listener imap {{
+    address = 127.0.0.1
+    port = {self.port}
+  }}
+  inet_listener imaps {{
+    port = 0
+  }}
+}}
+service anvil {{
+  chroot =
+}}
+service imap-login {{
+  chroot =
+}}
+""")
+        return conf
+
+    def start(self) -> Dovecot:
+        binary = shutil.which("dovecot") or "/usr/sbin/dovecot"
+        self.process = subprocess.Popen([binary, "-F", "-c", str(self._config())], stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with imaplib.IMAP4("127.0.0.1", self.port, timeout=2) as imap:
+                    imap.login(USER, PASSWORD)
+                return self
+            except (OSError, imaplib.IMAP4.error):
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    log = (self.root / "dovecot.log").read_text() if (self.root / "dovecot.log").exists() else ""
+                    raise RuntimeError(f"dovecot did not start: {log[-2000:]}") from None
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def deliver(self, message: EmailMessage | bytes) -> None:
+        """Put a mail in the INBOX as an MTA would (unseen), by IMAP APPEND."""
+        raw = message if isinstance(message, bytes) else message.as_bytes(policy=email.policy.SMTP)
+        with imaplib.IMAP4("127.0.0.1", self.port, timeout=5) as imap:
+            imap.login(USER, PASSWORD)
+            status, _ = imap.append("INBOX", "", imaplib.Time2Internaldate(time.time()), raw)
+            assert status == "OK", status
+
+    def clear(self) -> None:
+        """An empty INBOX (between tests sharing the server)."""
+        with imaplib.IMAP4("127.0.0.1", self.port, timeout=5) as imap:
+            imap.login(USER, PASSWORD)
+            _, count = imap.select("INBOX")
+            if int(count[0] or 0):
+                imap.store("1:*", "+FLAGS", "(\\Deleted)")
+                imap.expunge()
+
+    def flags(self) -> list[str]:
+        with imaplib.IMAP4("127.0.0.1", self.port, timeout=5) as imap:
+            imap.login(USER, PASSWORD)
+            imap.select("INBOX")
+            _, data = imap.fetch("1:*", "(FLAGS)")
+            return [d.decode() for d in data if d]
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.messages: list[EmailMessage] = []
+        self.envelopes: list[tuple[str, list[str]]] = []
+        self.lock = threading.Lock()
+
+    async def handle_DATA(self, server, session, envelope) -> str:  # noqa: N802 - aiosmtpd's hook name
+        parsed = email.message_from_bytes(envelope.content, policy=email.policy.default)
+        with self.lock:
+            self.messages.append(parsed)  # type: ignore[arg-type]
+            self.envelopes.append((envelope.mail_from, list(envelope.rcpt_tos)))
+        return "250 Message accepted for delivery"
+
+
+class SmtpReceiver:
+    """An SMTP server that accepts ``USER``/``PASSWORD`` (any other login is refused, 535) and keeps each mail."""
+
+    def __init__(self) -> None:
+        self.recorder = _Recorder()
+        self.port = free_port()
+
+        def authenticate(server, session, envelope, mechanism, auth_data) -> AuthResult:
+            ok = (isinstance(auth_data, LoginPassword) and auth_data.login.decode() == USER
+                  and auth_data.password.decode() == PASSWORD)
+            return AuthResult(success=ok, handled=False)
+
+        self.controller = Controller(self.recorder, hostname="127.0.0.1", port=self.port, authenticator=authenticate,
+                                     auth_require_tls=False, auth_required=True)
+
+    def start(self) -> SmtpReceiver:
+        self.controller.start()
+        return self
+
+    def stop(self) -> None:
+        self.controller.stop()
+
+    @property
+    def messages(self) -> list[EmailMessage]:
+        with self.recorder.lock:
+            return list(self.recorder.messages)
+
+    def clear(self) -> None:
+        with self.recorder.lock:
+            self.recorder.messages.clear()
+            self.recorder.envelopes.clear()
