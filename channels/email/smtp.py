@@ -76,12 +76,16 @@ async def send(message: EmailMessage, connection: Connection) -> None:
 
 
 async def check_smtp(connection: Connection) -> None:
-    """EHLO and login; a refusal raises ``SmtpRefused`` with the server's reason, a network error ``OSError``."""
+    """EHLO and login; a refusal (5xx) raises ``SmtpRefused`` with the server's reason, a temporary failure
+    (4xx) or a network error ``OSError``."""
     try:
         async with _client(connection) as client:
             await client.login(connection.secret("username"), connection.secret("password"))
     except aiosmtplib.SMTPResponseException as exc:
-        raise SmtpRefused(f"SMTP {exc.code} {exc.message}".strip()) from None
+        said = f"SMTP {exc.code} {exc.message}".strip()
+        if 400 <= exc.code < 500:  # a temporary failure: asked again later, the connection kept
+            raise OSError(said) from None
+        raise SmtpRefused(said) from None
     except aiosmtplib.SMTPNotSupported as exc:
         raise SmtpRefused(f"SMTP: {exc}") from None
     except aiosmtplib.SMTPException as exc:

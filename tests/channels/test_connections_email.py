@@ -17,59 +17,15 @@ from pydantic import SecretStr
 from gateway.core.models import Role
 from tests.channels.conftest import metric, settle, wait_until
 from tests.channels.connections_support import ADMIN, SECRET_KEY, add
-from tests.fakes.mail_server import PASSWORD, USER, Dovecot, SmtpReceiver
+from tests.channels.mail_support import CUSTOMER, credentials, mail
+from tests.fakes.mail_server import PASSWORD, USER
 
-CUSTOMER = "ada@example.org"
 QUOTED = "We have the red one in stock, shipped within two days."
-
-
-@pytest.fixture(scope="module")
-def dovecot():
-    server = Dovecot().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def smtp():
-    receiver = SmtpReceiver().start()
-    yield receiver
-    receiver.stop()
-
-
-@pytest.fixture
-def mailbox(dovecot, smtp):
-    dovecot.clear()
-    smtp.clear()
-    return dovecot
 
 
 @pytest.fixture
 def channel_overrides() -> dict:
     return {"secret_key": SecretStr(SECRET_KEY), "email_poll_s": 1.0}
-
-
-def credentials(dovecot: Dovecot, smtp: SmtpReceiver, **changed: str) -> dict[str, str]:
-    return {"imap_host": "127.0.0.1", "imap_port": str(dovecot.port), "smtp_host": "127.0.0.1",
-            "smtp_port": str(smtp.port), "username": USER, "password": PASSWORD, "address": USER, "tls": "none",
-            **changed}
-
-
-def mail(text: str, *, subject: str = "Blue bike?", sender: str = CUSTOMER, reply_to: EmailMessage | None = None,
-         **headers: str) -> EmailMessage:
-    message = EmailMessage()
-    message["From"] = f"Ada Lovelace <{sender}>"
-    message["To"] = USER
-    message["Subject"] = subject
-    message["Message-ID"] = make_msgid(domain="example.org")
-    if reply_to is not None:
-        message["In-Reply-To"] = reply_to["Message-ID"]
-        message["References"] = " ".join(filter(None, [str(reply_to.get("References", "")),
-                                                        str(reply_to["Message-ID"])]))
-    for name, value in headers.items():
-        message[name.replace("_", "-")] = value
-    message.set_content(text)
-    return message
 
 
 def test_a_mail_is_answered_in_its_thread_and_the_answer_to_it_continues_the_conversation(

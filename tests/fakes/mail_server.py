@@ -12,6 +12,7 @@ import email
 import email.policy
 import getpass
 import imaplib
+import logging
 import os
 import pwd
 import shutil
@@ -148,8 +149,16 @@ class _Recorder:
         self.messages: list[EmailMessage] = []
         self.envelopes: list[tuple[str, list[str]]] = []
         self.lock = threading.Lock()
+        self.failures: dict[str, list[str]] = {"auth": [], "data": []}  # one-shot answers, e.g. "554 refused"
+
+    def failure(self, step: str) -> str | None:
+        with self.lock:
+            return self.failures[step].pop(0) if self.failures[step] else None
 
     async def handle_DATA(self, server, session, envelope) -> str:  # noqa: N802 - aiosmtpd's hook name
+        failed = self.failure("data")
+        if failed is not None:
+            return failed
         parsed = email.message_from_bytes(envelope.content, policy=email.policy.default)
         with self.lock:
             self.messages.append(parsed)  # type: ignore[arg-type]
@@ -165,6 +174,11 @@ class SmtpReceiver:
         self.port = free_port()
 
         def authenticate(server, session, envelope, mechanism, auth_data) -> AuthResult:
+            # a failure holds for the rest of its session: a client tries each mechanism in turn
+            failed = getattr(session, "failed_auth", None) or self.recorder.failure("auth")
+            if failed is not None:
+                session.failed_auth = failed
+                return AuthResult(success=False, handled=False, message=failed)
             ok = (isinstance(auth_data, LoginPassword) and auth_data.login.decode() == USER
                   and auth_data.password.decode() == PASSWORD)
             return AuthResult(success=ok, handled=False)
@@ -173,6 +187,7 @@ class SmtpReceiver:
                                      auth_require_tls=False, auth_required=True)
 
     def start(self) -> SmtpReceiver:
+        logging.getLogger("mail.log").setLevel(logging.WARNING)  # aiosmtpd logs each line it is sent at DEBUG
         self.controller.start()
         return self
 
@@ -184,7 +199,13 @@ class SmtpReceiver:
         with self.recorder.lock:
             return list(self.recorder.messages)
 
+    def fail(self, step: str, answer: str) -> None:
+        """The next ``step`` ("auth" or "data") is answered ``answer`` (a status line: "454 4.7.0 …")."""
+        with self.recorder.lock:
+            self.recorder.failures[step].append(answer)
+
     def clear(self) -> None:
         with self.recorder.lock:
+            self.recorder.failures = {"auth": [], "data": []}
             self.recorder.messages.clear()
             self.recorder.envelopes.clear()
