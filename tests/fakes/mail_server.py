@@ -119,13 +119,14 @@ service imap-login {{
                 self.process.wait(5)
         shutil.rmtree(self.root, ignore_errors=True)
 
-    def deliver(self, message: EmailMessage | bytes) -> None:
-        """Put a mail in the INBOX as an MTA would (unseen), by IMAP APPEND."""
+    def deliver(self, message: EmailMessage | bytes) -> int:
+        """Put a mail in the INBOX as an MTA would (unseen), by IMAP APPEND; answers its UID."""
         raw = message if isinstance(message, bytes) else message.as_bytes(policy=email.policy.SMTP)
         with imaplib.IMAP4("127.0.0.1", self.port, timeout=5) as imap:
             imap.login(USER, PASSWORD)
-            status, _ = imap.append("INBOX", "", imaplib.Time2Internaldate(time.time()), raw)
+            status, said = imap.append("INBOX", "", imaplib.Time2Internaldate(time.time()), raw)
             assert status == "OK", status
+            return int(said[0].decode().split("APPENDUID ", 1)[1].split()[1].rstrip("]"))  # [APPENDUID <v> <uid>]
 
     def clear(self) -> None:
         """An empty INBOX (between tests sharing the server)."""
