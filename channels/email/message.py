@@ -19,8 +19,7 @@ from mailparser_reply import EmailReplyParser
 from pydantic import BaseModel, ConfigDict
 
 from channels.render import html_to_text
-from rag_core.errors import ExtractionFailed
-from rag_core.extract.html import extract_html
+from rag_core.extract.html import html_as_text
 
 __all__ = ["Mail", "MailAttachment", "headers_of", "message_ids", "read_mail", "thread_root"]
 
@@ -101,11 +100,7 @@ def _new_part(text: str) -> str:
 
 
 def _html_text(html: str) -> str:
-    try:
-        document = extract_html(html.encode(), "mail")
-    except ExtractionFailed:
-        return html_to_text(html).strip()
-    return "\n\n".join(block.text for block in document.blocks if block.text.strip()).strip()
+    return html_as_text(html) or html_to_text(html).strip()
 
 
 def _body(message: EmailMessage) -> str:

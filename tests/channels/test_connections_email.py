@@ -14,11 +14,12 @@ from email.utils import make_msgid
 import pytest
 from pydantic import SecretStr
 
+from channels.media_answer import MEDIA_REPLY
 from gateway.core.models import Role
 from tests.channels.conftest import metric, settle, wait_until
 from tests.channels.connections_support import ADMIN, SECRET_KEY, add
 from tests.channels.mail_support import CUSTOMER, credentials, mail
-from tests.fakes.mail_server import PASSWORD, USER
+from tests.fakes.mail_server import PASSWORD, USER, Dovecot
 
 QUOTED = "We have the red one in stock, shipped within two days."
 
@@ -109,3 +110,47 @@ def test_refused_credentials_are_a_422_with_the_servers_reason_and_nothing_is_st
     assert bad_tls.status_code == 422 and "credentials.tls" in bad_tls.json()["message"]
     listed = client.get("/api/connections", headers=ADMIN).json()
     assert [c for c in listed["connections"] if c["kind"] == "email"] == []
+
+
+HTML_REPLY = ('<html><body><div dir="ltr">Great, I will take the <b>blue</b> one.</div><br>'
+              '<div class="gmail_quote"><div>On Tue, 3 Mar 2026 at 10:00, Shop &lt;support@shop.test&gt; wrote:</div>'
+              f'<blockquote class="gmail_quote">{QUOTED}</blockquote></div></body></html>')
+
+
+@pytest.mark.parametrize("channel_overrides", [{"secret_key": SecretStr(SECRET_KEY), "email_poll_s": 1.0,
+                                                "email_max_bytes": 4000}])
+def test_an_html_mail_is_read_without_its_quote_and_a_mail_over_the_cap_by_its_headers_only(
+        client, live, mailbox, smtp, fake_openai, stored):
+    box = add(client, kind="email", name="Support", credentials=credentials(mailbox, smtp))
+    html = mail("", subject="Re: Blue bike?", In_Reply_To="<earlier-reply@shop.test>")
+    html.set_content(HTML_REPLY, subtype="html")
+    mailbox.deliver(html)
+    [reply] = wait_until(lambda: smtp.messages, 20, "the reply to the HTML mail")
+    assert reply.get_content().strip() == "echo: Great, I will take the blue one."
+    assert QUOTED not in str(fake_openai.chat_requests()[0]["body"]["messages"])
+
+    big = mail("Here are the photos of the damage.", subject="Damage")
+    big.add_attachment(b"\xff" * 6000, maintype="image", subtype="jpeg", filename="damage.jpg")
+    mailbox.deliver(big)
+    wait_until(lambda: len(smtp.messages) == 2, 20, "the answer to the mail over the cap")
+    answer = smtp.messages[1]
+    assert answer["In-Reply-To"] == big["Message-ID"] and answer["Subject"] == "Re: Damage"
+    assert answer.get_content().strip() == MEDIA_REPLY  # not the model's: it read nothing
+    assert len(fake_openai.chat_requests()) == 1
+    settle(live)
+    said = [m.text for m in stored.messages(f"email:{CUSTOMER}@{box['id']}") if m.role is Role.USER]
+    assert said[1].startswith("Subject: Damage\n\n[a mail of ") and "over the 4000-byte limit" in said[1]
+    assert "photos of the damage" not in said[1]  # its body was not fetched
+
+
+def test_a_server_without_idle_is_polled(client, live, smtp, fake_openai):
+    server = Dovecot(idle=False).start()
+    try:
+        smtp.clear()
+        add(client, kind="email", name="Polled", credentials=credentials(server, smtp))
+        time.sleep(2.5)  # the listener has had its first look (an empty mailbox) and waits
+        server.deliver(mail("Do you open on holidays?", subject=""))
+        [reply] = wait_until(lambda: smtp.messages, 20, "the reply found by polling")
+        assert reply.get_content().strip() == "echo: Do you open on holidays?"
+    finally:
+        server.stop()

@@ -32,7 +32,8 @@ USER, PASSWORD = "support@shop.test", "mailbox-password-0001"
 
 
 class Dovecot:
-    def __init__(self) -> None:
+    def __init__(self, *, idle: bool = True) -> None:
+        self.idle = idle  # False: a server that does not offer IMAP IDLE (the listener polls)
         # its own dir, readable by Dovecot's unprivileged users when we are root (pytest's tmp dirs are not)
         self.root = Path(tempfile.mkdtemp(prefix="switchboard-dovecot-"))
         self.root.chmod(0o755)
@@ -66,6 +67,7 @@ auth_mechanisms = plain login
 default_login_user = {login}
 default_internal_user = {internal}
 first_valid_uid = {uid}
+{'' if self.idle else 'imap_capability = IMAP4rev1 SASL-IR LOGIN-REFERRALS ID ENABLE LITERAL+'}
 mail_location = maildir:{self.root / 'mail'}/Maildir
 passdb {{
   driver = passwd-file
