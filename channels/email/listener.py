@@ -105,8 +105,14 @@ class MailboxListener:
         root = await sent_thread(self.context, connection.id, in_reply_to)
         note = (f"[a mail of {size} bytes, over the {self.max_bytes}-byte limit: only its headers were read]"
                 if over else None)
-        mail = read_mail(message, note=note, root=root,
-                         fallback_id=f"<uid-{box.uidvalidity}-{uid}@{connection.id}.switchboard>")
+        try:
+            mail = read_mail(message, note=note, root=root,
+                             fallback_id=f"<uid-{box.uidvalidity}-{uid}@{connection.id}.switchboard>")
+        except Exception:  # a mail no parser reads must not hold up the mailbox behind it
+            self.context.metrics.rejected.labels(CHANNEL, "unreadable").inc()
+            log.exception("email connection %s: mail %s could not be read; not answered", connection.id,
+                          own_id or f"uid {uid}")
+            return
         if not mail.sender:
             self.context.metrics.rejected.labels(CHANNEL, "no_sender").inc()
             log.info("email connection %s: mail %s has no sender address; not answered", connection.id,

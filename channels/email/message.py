@@ -103,13 +103,21 @@ def _html_text(html: str) -> str:
     return html_as_text(html) or html_to_text(html).strip()
 
 
+def _content(part: EmailMessage) -> str:
+    try:
+        return str(part.get_content())
+    except (LookupError, UnicodeError, ValueError):  # an unknown or wrong charset: read what decodes
+        payload = part.get_payload(decode=True)
+        return payload.decode("utf-8", errors="replace") if isinstance(payload, bytes) else ""
+
+
 def _body(message: EmailMessage) -> str:
     part = message.get_body(preferencelist=("plain",))
     if part is not None:
-        return str(part.get_content())
+        return _content(part)  # type: ignore[arg-type]
     part = message.get_body(preferencelist=("html",))
     if part is not None:
-        return _html_text(str(part.get_content()))
+        return _html_text(_content(part))  # type: ignore[arg-type]
     return ""
 
 
