@@ -13,9 +13,9 @@ from pydantic import SecretStr
 from gateway.core.models import Message, TurnTrace
 from gateway.http.app import create_app
 from tests.channels import vendors
+from tests.channels.mail_support import dovecot, mailbox, smtp  # noqa: F401 - fixtures: the email kind's peers
 from tests.fakes import slack_api, telegram_api, twilio_api
 from tests.fakes.live_server import LiveServer
-from tests.fakes.mail_server import Dovecot, SmtpReceiver
 from tests.fakes.meta_graph import FakeGraph
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.telegram_api import FakeTelegram
@@ -182,26 +182,3 @@ def metric(client: httpx.Client, line_prefix: str) -> float:
         if line.startswith(line_prefix):
             return float(line.rsplit(" ", 1)[1])
     return 0.0
-
-
-# The email kind's real peers: Dovecot (IMAP) and aiosmtpd (SMTP), started once, on first use
-@pytest.fixture(scope="session")
-def dovecot() -> Iterator[Dovecot]:
-    server = Dovecot().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="session")
-def smtp() -> Iterator[SmtpReceiver]:
-    receiver = SmtpReceiver().start()
-    yield receiver
-    receiver.stop()
-
-
-@pytest.fixture
-def mailbox(dovecot, smtp) -> Dovecot:
-    """The mailbox, empty, and the SMTP server with nothing received."""
-    dovecot.clear()
-    smtp.clear()
-    return dovecot

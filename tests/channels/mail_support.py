@@ -1,14 +1,39 @@
-"""The email kind's tests: a connection's credentials for the mail peers (``dovecot``, ``smtp`` in conftest),
-and a customer's mail."""
+"""The email kind's tests: its real peers, Dovecot (IMAP) and aiosmtpd (SMTP), started once per session on
+first use; a connection's credentials for them; a customer's mail."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from email.message import EmailMessage
 from email.utils import make_msgid
+
+import pytest
 
 from tests.fakes.mail_server import PASSWORD, USER, Dovecot, SmtpReceiver
 
 CUSTOMER = "ada@example.org"
+
+
+@pytest.fixture(scope="session")
+def dovecot() -> Iterator[Dovecot]:
+    server = Dovecot().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def smtp() -> Iterator[SmtpReceiver]:
+    receiver = SmtpReceiver().start()
+    yield receiver
+    receiver.stop()
+
+
+@pytest.fixture
+def mailbox(dovecot, smtp) -> Dovecot:
+    """The mailbox, empty, and the SMTP server with nothing received."""
+    dovecot.clear()
+    smtp.clear()
+    return dovecot
 
 
 def credentials(dovecot: Dovecot, smtp: SmtpReceiver, **changed: str) -> dict[str, str]:
