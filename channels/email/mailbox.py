@@ -81,7 +81,7 @@ class Mailbox:
     async def _starttls(self, host: str) -> None:
         assert self.client is not None
         protocol = self.client.protocol
-        answer = await protocol.simple_command("STARTTLS")
+        answer = await protocol.execute(aioimaplib.Command("STARTTLS", protocol.new_tag(), loop=protocol.loop))
         if answer.result != "OK":
             raise ImapRefused(f"IMAP STARTTLS refused: {_said(answer) or answer.result}")
         loop = asyncio.get_running_loop()

@@ -19,7 +19,7 @@ from gateway.core.models import Role
 from tests.channels.conftest import metric, settle, wait_until
 from tests.channels.connections_support import ADMIN, SECRET_KEY, add
 from tests.channels.mail_support import CUSTOMER, credentials, mail
-from tests.fakes.mail_server import PASSWORD, USER, Dovecot
+from tests.fakes.mail_server import PASSWORD, USER, Dovecot, SmtpReceiver, TestCertificate
 
 QUOTED = "We have the red one in stock, shipped within two days."
 
@@ -153,4 +153,32 @@ def test_a_server_without_idle_is_polled(client, live, smtp, fake_openai):
         [reply] = wait_until(lambda: smtp.messages, 20, "the reply found by polling")
         assert reply.get_content().strip() == "echo: Do you open on holidays?"
     finally:
+        server.stop()
+
+
+def test_starttls_and_implicit_tls_mailboxes(client, live, fake_openai, tmp_path, monkeypatch):
+    certificate = TestCertificate(tmp_path / "tls")
+    monkeypatch.setenv("SSL_CERT_FILE", str(certificate.cert))  # the servers' certificate is trusted, no other
+    server = Dovecot(tls=certificate).start()
+    starttls, implicit = SmtpReceiver(tls=certificate).start(), SmtpReceiver(tls=certificate, implicit=True).start()
+    try:
+        upgraded = add(client, kind="email", name="STARTTLS", credentials=credentials(server, starttls,
+                                                                                      tls="starttls"))
+        assert upgraded["status"]["account"] == USER  # IMAP and SMTP logins after STARTTLS
+        server.deliver(mail("Is the helmet included?", subject=""))
+        [reply] = wait_until(lambda: starttls.messages, 20, "the reply over STARTTLS")
+        assert reply.get_content().strip() == "echo: Is the helmet included?"
+        client.patch(f"/api/connections/{upgraded['id']}", headers=ADMIN, json={"enabled": False})
+
+        tls = add(client, kind="email", name="TLS", credentials={
+            **credentials(server, implicit, tls="ssl"), "imap_port": str(server.tls_port)})
+        assert tls["status"]["account"] == USER and tls["enabled"]  # IMAPS and SMTPS logins
+        monkeypatch.delenv("SSL_CERT_FILE")  # a certificate nobody vouches for is refused
+        untrusted = client.post("/api/connections", headers=ADMIN, json={
+            "kind": "email", "name": "Untrusted", "credentials": credentials(server, starttls, tls="starttls")})
+        assert untrusted.status_code == 201 and untrusted.json()["enabled"] is False
+        assert "CERTIFICATE_VERIFY_FAILED" in untrusted.json()["status"]["last_error"]
+    finally:
+        starttls.stop()
+        implicit.stop()
         server.stop()

@@ -8,14 +8,17 @@ aiosmtpd ``Controller`` on a free port that takes any login and records each mes
 
 from __future__ import annotations
 
+import datetime
 import email
 import email.policy
 import getpass
 import imaplib
+import ipaddress
 import logging
 import os
 import pwd
 import shutil
+import ssl
 import subprocess
 import tempfile
 import threading
@@ -25,15 +28,49 @@ from pathlib import Path
 
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, LoginPassword
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from tests.fakes.live_server import free_port
 
 USER, PASSWORD = "support@shop.test", "mailbox-password-0001"
 
 
+class TestCertificate:
+    """A self-signed certificate for 127.0.0.1 and localhost, in ``root``: trust it with ``SSL_CERT_FILE``."""
+
+    def __init__(self, root: Path) -> None:
+        key = ec.generate_private_key(ec.SECP256R1())
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+        now = datetime.datetime.now(datetime.UTC)
+        cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+                .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
+                .not_valid_after(now + datetime.timedelta(days=2))
+                .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
+                                                            x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                               critical=False)
+                .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+                .sign(key, hashes.SHA256()))
+        root.mkdir(parents=True, exist_ok=True)
+        root.chmod(0o755)  # Dovecot's unprivileged processes read them
+        self.cert, self.key = root / "cert.pem", root / "key.pem"
+        self.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        self.key.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                               serialization.NoEncryption()))
+
+    def server_context(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(self.cert, self.key)
+        return context
+
+
 class Dovecot:
-    def __init__(self, *, idle: bool = True) -> None:
+    def __init__(self, *, idle: bool = True, tls: TestCertificate | None = None) -> None:
         self.idle = idle  # False: a server that does not offer IMAP IDLE (the listener polls)
+        self.tls = tls  # STARTTLS on ``port``, implicit TLS on ``tls_port``, with this certificate
+        self.tls_port = free_port()
         # its own dir, readable by Dovecot's unprivileged users when we are root (pytest's tmp dirs are not)
         self.root = Path(tempfile.mkdtemp(prefix="switchboard-dovecot-"))
         self.root.chmod(0o755)
@@ -61,7 +98,7 @@ base_dir = {self.root / 'run'}
 state_dir = {self.root / 'run'}
 instance_name = switchboard-test-{self.port}
 log_path = {self.root / 'dovecot.log'}
-ssl = no
+{f"ssl = yes{chr(10)}ssl_cert = <{self.tls.cert}{chr(10)}ssl_key = <{self.tls.key}" if self.tls else "ssl = no"}
 disable_plaintext_auth = no
 auth_mechanisms = plain login
 default_login_user = {login}
@@ -83,7 +120,8 @@ service imap-login {{
     port = {self.port}
   }}
   inet_listener imaps {{
-    port = 0
+    address = 127.0.0.1
+    port = {self.tls_port if self.tls else 0}
   }}
 }}
 service anvil {{
@@ -172,7 +210,8 @@ class _Recorder:
 class SmtpReceiver:
     """An SMTP server that accepts ``USER``/``PASSWORD`` (any other login is refused, 535) and keeps each mail."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, tls: TestCertificate | None = None, implicit: bool = False) -> None:
+        """With ``tls``: STARTTLS offered, or (``implicit``) TLS from the first byte."""
         self.recorder = _Recorder()
         self.port = free_port()
 
@@ -186,8 +225,10 @@ class SmtpReceiver:
                   and auth_data.password.decode() == PASSWORD)
             return AuthResult(success=ok, handled=False)
 
+        context = tls.server_context() if tls else None
         self.controller = Controller(self.recorder, hostname="127.0.0.1", port=self.port, authenticator=authenticate,
-                                     auth_require_tls=False, auth_required=True)
+                                     auth_require_tls=False, auth_required=True,
+                                     **({"ssl_context": context} if implicit else {"tls_context": context}))
 
     def start(self) -> SmtpReceiver:
         logging.getLogger("mail.log").setLevel(logging.WARNING)  # aiosmtpd logs each line it is sent at DEBUG
