@@ -68,6 +68,7 @@ class MailboxListener:
     async def drain(self, box: Mailbox, connection: Connection) -> None:
         """Every mail not taken yet, in UID order, each queued and then marked taken."""
         redis = self.context.store.redis
+        await box.refresh()
         state = await redis.hgetall(self._key(connection))
         validity = int(state.get(b"validity", state.get("validity", 0)) or 0)
         last = int(state.get(b"last", state.get("last", 0)) or 0)

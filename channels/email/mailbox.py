@@ -112,12 +112,22 @@ class Mailbox:
             raise ImapUnavailable("IMAP session closed")
         return self.client
 
+    async def refresh(self) -> None:
+        """NOOP: a server may add mail delivered meanwhile to the session's view only at the next command's
+        end (Dovecot does), so a search right after would not see it."""
+        await self._call(self._client.noop())
+
     async def search(self, *criteria: str) -> list[int]:
         answer = await self._call(self._client.uid_search(*criteria))
         if answer.result != "OK":
             raise ImapUnavailable(f"IMAP search failed: {_said(answer)}")
-        first = answer.lines[0] if answer.lines else b""
-        return sorted(int(t) for t in bytes(first).split() if t.isdigit())
+        # the result is the line of numbers only: untagged news may come first ("3 EXISTS", "1 RECENT")
+        found: set[int] = set()
+        for line in answer.lines[:-1]:
+            tokens = bytes(line).split()
+            if tokens and all(t.isdigit() for t in tokens):
+                found.update(int(t) for t in tokens)
+        return sorted(found)
 
     async def sizes(self, uids: list[int]) -> dict[int, int]:
         if not uids:
