@@ -9,24 +9,11 @@ from __future__ import annotations
 
 import imaplib
 
-import pytest
-from pydantic import SecretStr
-
 from channels.email.listener import MailboxListener
 from channels.email.mailbox import Mailbox
 from gateway.channel import Connection
-from gateway.services import Services
-from tests.channels.connections_support import SECRET_KEY
 from tests.channels.mail_support import credentials, mail
 from tests.fakes.mail_server import PASSWORD, USER
-
-
-@pytest.fixture
-async def services(settings):
-    built = Services.build(settings.model_copy(update={"secret_key": SecretStr(SECRET_KEY)}))
-    await built.start()
-    yield built
-    await built.aclose()
 
 
 async def _queued(services) -> list[str]:
@@ -34,14 +21,14 @@ async def _queued(services) -> list[str]:
     return [fields[b"d"].decode().split("/", 1)[1] for _, fields in rows]
 
 
-async def test_a_mail_queued_but_not_marked_is_queued_once(services, mailbox, smtp) -> None:
+async def test_a_mail_queued_but_not_marked_is_queued_once(keyed_services, mailbox, smtp) -> None:
     seen_before = mail("an old question, already read by a person")
     mailbox.deliver(seen_before)
     with imaplib.IMAP4("127.0.0.1", mailbox.port) as imap:
         imap.login(USER, PASSWORD)
         imap.select("INBOX")
         imap.store("1", "+FLAGS", "(\\Seen)")
-    context = services.channel_context()
+    context = keyed_services.channel_context()
     connection = await context.connections.save(Connection(kind="email", name="box",
                                                             credentials=credentials(mailbox, smtp)))
     listener = MailboxListener(context)
@@ -50,19 +37,19 @@ async def test_a_mail_queued_but_not_marked_is_queued_once(services, mailbox, sm
     mailbox.deliver(first)
     async with Mailbox(connection) as box:
         await listener.drain(box, connection)  # the first look: the unread mail only
-        assert await _queued(services) == [first["Message-ID"]]
+        assert await _queued(keyed_services) == [first["Message-ID"]]
         mailbox.deliver(second)
         await listener.drain(box, connection)
-        assert await _queued(services) == [first["Message-ID"], second["Message-ID"]]
+        assert await _queued(keyed_services) == [first["Message-ID"], second["Message-ID"]]
 
-        last = int(await services.redis.hget(key, "last"))
-        await services.redis.hset(key, "last", last - 2)  # died after queueing both, before marking them
+        last = int(await keyed_services.redis.hget(key, "last"))
+        await keyed_services.redis.hset(key, "last", last - 2)  # died after queueing both, before marking them
         await listener.drain(box, connection)
-        assert await _queued(services) == [first["Message-ID"], second["Message-ID"]]  # taken again, kept once
-        assert int(await services.redis.hget(key, "last")) == last
+        assert await _queued(keyed_services) == [first["Message-ID"], second["Message-ID"]]  # taken again, kept once
+        assert int(await keyed_services.redis.hget(key, "last")) == last
 
-        await services.redis.hset(key, "validity", 1)  # the mailbox's UIDs renumbered
+        await keyed_services.redis.hset(key, "validity", 1)  # the mailbox's UIDs renumbered
         await listener.drain(box, connection)
-        assert await _queued(services) == [first["Message-ID"], second["Message-ID"]]
-        assert int(await services.redis.hget(key, "validity")) == box.uidvalidity
-    assert seen_before["Message-ID"] not in await _queued(services)
+        assert await _queued(keyed_services) == [first["Message-ID"], second["Message-ID"]]
+        assert int(await keyed_services.redis.hget(key, "validity")) == box.uidvalidity
+    assert seen_before["Message-ID"] not in await _queued(keyed_services)
