@@ -53,12 +53,14 @@ class MailboxListener:
                 await self._noted(connection, str(exc))
                 await asyncio.sleep(max(self.poll_s, RETRY_MAX_S))
             except ImapUnavailable as exc:
-                log.warning("email connection %s: %s; trying again in %.0f s", connection.id, exc, pause)
+                log.warning("email connection %s: %s; trying again in %.0f s", connection.id,
+                            connection.redact(str(exc)), pause)
                 await self._noted(connection, str(exc))
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, RETRY_MAX_S)
 
     async def _noted(self, connection: Connection, error: str) -> None:
+        error = connection.redact(error)  # a server's words may echo what it was sent
         if self.context.connections is not None:
             try:
                 await self.context.connections.note_error(connection, error)

@@ -105,7 +105,7 @@ class Connections:
         self.verifiers = verifiers  # kind -> its vendor check, filled as the channels are installed
 
     def webhook_url(self, connection: Connection) -> str:
-        return connection.public(self.settings.public_url)["webhook_url"]
+        return connection.public(self.settings.public_url)["webhook_url"] or ""  # "": a kind with none (email)
 
     async def list(self) -> list[Connection]:
         return [*await self.environment(), *await self.store.list()]
