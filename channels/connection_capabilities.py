@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from gateway.channel import Capabilities, Settings
 
-__all__ = ["CAPABILITIES", "EMAIL", "INSTAGRAM", "MESSENGER", "SLACK", "TELEGRAM", "TWILIO_SMS", "TWILIO_VOICE",
-           "WHATSAPP", "WHATSAPP_CLOUD", "relay_capabilities"]
+__all__ = ["CAPABILITIES", "EMAIL", "INSTAGRAM", "MESSENGER", "SLACK", "TEAMS", "TELEGRAM", "TWILIO_SMS",
+           "TWILIO_VOICE", "WHATSAPP", "WHATSAPP_CLOUD", "relay_capabilities"]
 
 TELEGRAM = Capabilities(max_length=4096, markup="html", typing=True, edit=True)
 SLACK = Capabilities(max_length=40_000, markup="mrkdwn")
@@ -21,12 +21,16 @@ TWILIO_VOICE = Capabilities(max_length=4000, markup="plain", voice=True, rag_mod
 WHATSAPP_CLOUD = Capabilities(max_length=4096, markup="plain", citations="drop", typing=True, templates=True)
 MESSENGER = Capabilities(max_length=2000, markup="plain", citations="drop", typing=True)
 INSTAGRAM = Capabilities(max_length=1000, markup="plain", citations="drop", typing=True)
+# Teams takes about 28 KB in one activity (text and cards together) and shows a subset of Markdown; the
+# footnoted sources become an Adaptive Card under the reply (channels/teams/cards.py)
+TEAMS = Capabilities(max_length=20_000, markup="markdown", typing=True)
+
 # a mail has no practical length limit: one reply is one mail, in plain text with its sources as footnotes
 EMAIL = Capabilities(max_length=100_000, markup="plain")
 
 CAPABILITIES = {"telegram": TELEGRAM, "slack": SLACK, "twilio_sms": TWILIO_SMS, "twilio_voice": TWILIO_VOICE,
                 "whatsapp": WHATSAPP, "whatsapp_cloud": WHATSAPP_CLOUD, "messenger": MESSENGER, "instagram": INSTAGRAM,
-                "email": EMAIL}
+                "teams": TEAMS, "email": EMAIL}
 
 
 def relay_capabilities(settings: Settings) -> Capabilities:

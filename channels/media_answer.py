@@ -2,7 +2,7 @@
 description and answered with a short text saying what the bot reads — no turn, no model call.
 
 Shared by the messaging kinds that receive media before the media issue lands (WhatsApp through
-Twilio, the Meta kinds). The description never carries a vendor URL that grants access to the file.
+Twilio, the Meta kinds, Teams). The description never carries a vendor URL that grants access to the file.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ __all__ = ["State", "VENDORS", "describe"]
 State = Literal["environment", "enabled", "disabled", "check_failed"]
 VENDORS = {"telegram": "Telegram", "slack": "Slack", "twilio_sms": "Twilio", "twilio_voice": "Twilio",
            "whatsapp": "Twilio", "whatsapp_cloud": "Meta", "messenger": "Meta", "instagram": "Meta",
-           "email": "the mail servers"}
+           "teams": "Microsoft", "email": "the mail servers"}
 
 
 def _at(moment: datetime) -> str:

@@ -50,7 +50,8 @@ async def get_conversation(conversation_id: str, services: Services = Depends(re
     return {
         "conversation": conversation.model_dump(mode="json"),
         "handoff": None if handoff is None else {
-            "status": handoff.status, "operator": handoff.operator, "reason": handoff.reason},
+            "status": handoff.status, "operator": handoff.operator, "reason": handoff.reason,
+            "summary": handoff.summary},
         "can_hand_off": services.desk.can_hand_off(conversation) is None,
         "messages": [m.model_dump(mode="json") for m in await services.store.conversation_messages(conversation_id)],
         "traces": [t.model_dump(mode="json") for t in await services.store.conversation_traces(conversation_id)],

@@ -32,7 +32,7 @@ def _twiml(resp) -> ET.Element:
 def test_incoming_call_greets_inside_a_barge_in_speech_gather(client):
     root = _twiml(_post(client, "/channels/twilio/voice", _call_sid(), CallStatus="ringing"))
     gather, redirect = list(root)
-    assert gather.tag == "Gather" and gather.get("input") == "speech" and gather.get("bargeIn") == "true"
+    assert gather.tag == "Gather" and gather.get("input") == "speech dtmf" and gather.get("bargeIn") == "true"
     assert gather.get("action") == TURN + "?n=1" and gather.get("speechTimeout") == "auto"
     assert gather.find("Say").text == "Hello! How can I help you today?"
     assert redirect.tag == "Redirect" and redirect.text == TURN + "?n=1&quiet=1"
@@ -50,6 +50,15 @@ def test_speech_turn_is_answered_with_say_inside_the_next_gather(client, live, f
     settle(live)
     [user, agent] = stored.messages(f"phone:{vendors.CALLER}")
     assert (user.text, user.channel, agent.role) == ("When are you open?", "twilio_voice", Role.AGENT)
+
+
+@pytest.mark.parametrize("channel_overrides", [{"twilio_greeting_disclosure": "This call may be recorded."}])
+def test_the_disclosure_comes_first_and_keys_pressed_are_a_turn(client, live, fake_openai, stored):
+    greeting = _twiml(_post(client, "/channels/twilio/voice", _call_sid(), CallStatus="ringing"))
+    assert greeting.find("Gather/Say").text == "This call may be recorded. Hello! How can I help you today?"
+    root = _twiml(_post(client, "/channels/twilio/voice/turn?n=1", _call_sid(), Digits="12#"))
+    assert root.find("Gather/Say").text == "echo: [pressed 1 2 #]"
+    assert fake_openai.chat_requests()[-1]["body"]["messages"][-1]["content"] == "[pressed 1 2 #]"
 
 
 @pytest.fixture
