@@ -24,7 +24,7 @@ LABELS = {"telegram": "Telegram bot", "slack": "Slack app", "twilio_sms": "Twili
           "twilio_voice": "Twilio voice number", "whatsapp": "WhatsApp (Twilio) sender",
           "whatsapp_cloud": "WhatsApp Cloud API number (Meta)", "messenger": "Facebook Messenger page",
           "instagram": "Instagram account", "discord": "Discord bot",
-          "teams": "Microsoft Teams bot (Azure bot registration)"}
+          "teams": "Microsoft Teams bot (Azure bot registration)", "email": "Support mailbox (IMAP and SMTP)"}
 FIELD_LABELS = {"bot_token": "Bot token", "signing_secret": "Signing secret", "account_sid": "Account SID",
                 "auth_token": "Auth token", "phone_number": "Phone number (+1…)", "sender": "Sender (whatsapp:+1…)",
                 "access_token": "Access token", "page_access_token": "Page access token", "app_secret": "App secret",
@@ -33,7 +33,11 @@ FIELD_LABELS = {"bot_token": "Bot token", "signing_secret": "Signing secret", "a
                 "waba_id": "WhatsApp Business Account ID (optional: lists your message templates)",
                 "application_id": "Application ID", "public_key": "Public key",
                 "app_id": "Microsoft App ID", "app_password": "Client secret (app password)",
-                "tenant_id": "Tenant ID (optional: only for a single-tenant bot)"}
+                "tenant_id": "Tenant ID (optional: only for a single-tenant bot)",
+                "imap_host": "IMAP server (imap.example.com)", "imap_port": "IMAP port (993 with ssl, 143 otherwise)",
+                "smtp_host": "SMTP server (smtp.example.com)", "smtp_port": "SMTP port (465 ssl, 587 starttls)",
+                "username": "Login user name", "password": "Password (an app password where the provider has them)",
+                "address": "The mailbox's address (support@…)", "tls": "Encryption: ssl, starttls or none"}
 DONE = {"added": "Connection added.", "saved": "Changes saved.", "verified": "Verified again.",
         "enabled": "Connection enabled.", "disabled": "Connection disabled: its webhook answers 404.",
         "deleted": "Connection deleted."}

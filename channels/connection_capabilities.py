@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gateway.channel import Capabilities, Settings
 
-__all__ = ["CAPABILITIES", "DISCORD", "INSTAGRAM", "MESSENGER", "SLACK", "TEAMS", "TELEGRAM", "TWILIO_SMS",
+__all__ = ["CAPABILITIES", "DISCORD", "EMAIL", "INSTAGRAM", "MESSENGER", "SLACK", "TEAMS", "TELEGRAM", "TWILIO_SMS",
            "TWILIO_VOICE", "WHATSAPP", "WHATSAPP_CLOUD", "relay_capabilities"]
 
 TELEGRAM = Capabilities(max_length=4096, markup="html", typing=True, edit=True)
@@ -27,9 +27,12 @@ DISCORD = Capabilities(max_length=2000, markup="markdown", typing=True)
 # footnoted sources become an Adaptive Card under the reply (channels/teams/cards.py)
 TEAMS = Capabilities(max_length=20_000, markup="markdown", typing=True)
 
+# a mail has no practical length limit: one reply is one mail, in plain text with its sources as footnotes
+EMAIL = Capabilities(max_length=100_000, markup="plain")
+
 CAPABILITIES = {"telegram": TELEGRAM, "slack": SLACK, "twilio_sms": TWILIO_SMS, "twilio_voice": TWILIO_VOICE,
                 "whatsapp": WHATSAPP, "whatsapp_cloud": WHATSAPP_CLOUD, "messenger": MESSENGER, "instagram": INSTAGRAM,
-                "discord": DISCORD, "teams": TEAMS}
+                "discord": DISCORD, "teams": TEAMS, "email": EMAIL}
 
 
 def relay_capabilities(settings: Settings) -> Capabilities:

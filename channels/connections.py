@@ -59,6 +59,7 @@ CONNECTION_MODULES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "instagram": ("channels.meta.instagram", "instagram", ("/channels/meta/{connection_id}/instagram",)),
     "discord": ("channels.discord.connection", "discord", ("/channels/discord/{connection_id}/interactions",)),
     "teams": ("channels.teams.connection", "teams", ("/channels/teams/{connection_id}/messages",)),
+    "email": ("channels.email.connection", "email", ()),  # no webhook: its mailbox is read over IMAP
 }
 # kind -> its WebSocket paths: a voice connection's ConversationRelay calls (their channel is ``twilio_relay``)
 CONNECTION_SOCKETS: dict[str, tuple[str, ...]] = {"twilio_voice": ("/channels/twilio/{connection_id}/relay",)}

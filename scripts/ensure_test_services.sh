@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Make sure the machine has what the test suite talks to: a redis-server binary (the suite starts its own
-# server on a free port), Debian's Chromium, and for `make bench` a Redis answering on 127.0.0.1:6379.
+# server on a free port), Debian's Chromium, Dovecot (the email kind's IMAP peer), and for `make bench` a Redis
+# answering on 127.0.0.1:6379.
 set -euo pipefail
 
 apt_install() {
@@ -30,6 +31,9 @@ if ! redis_answers; then
   for _ in $(seq 50); do redis_answers && break; sleep 0.1; done
   redis_answers || { echo "could not start redis-server on 127.0.0.1:6379" >&2; exit 1; }
 fi
+
+# the email kind's tests run a throwaway Dovecot IMAP server (tests/fakes/mail_server.py)
+command -v dovecot >/dev/null 2>&1 || [ -x /usr/sbin/dovecot ] || apt_install dovecot-imapd
 
 if [ ! -x /usr/bin/chromium ]; then
   apt_install chromium

@@ -12,17 +12,21 @@ from gateway.connections.state import describe
 from gateway.core.models import new_id, utcnow
 from gateway.core.settings import Settings
 
-__all__ = ["DEFAULT_ID", "KINDS", "META_KINDS", "OPTIONAL", "REQUIRED", "SECRET_FIELDS", "Connection",
-           "ConnectionStatus", "Kind", "environment_connections", "is_connection_id", "mask", "webhook_path"]
+__all__ = ["DEFAULT_ID", "EMAIL_FIELDS", "EMAIL_TLS", "KINDS", "META_KINDS", "OPTIONAL", "REQUIRED", "SECRET_FIELDS",
+           "Connection", "ConnectionStatus", "Kind", "environment_connections", "is_connection_id", "mask",
+           "webhook_path"]
 
 Kind = Literal["telegram", "slack", "twilio_sms", "twilio_voice", "whatsapp", "whatsapp_cloud", "messenger",
-               "instagram", "discord", "teams"]
+               "instagram", "discord", "teams", "email"]
 KINDS: tuple[str, ...] = get_args(Kind)
 DEFAULT_ID = "default"  # the environment-configured channels, listed read-only
 # What ``Connection.id`` makes (12 hex digits). Anything else names no connection and is refused before
 # Redis is asked: ``<id>:status`` would otherwise read the status hash as a record (WRONGTYPE, a 500).
 _ID_SHAPE = re.compile(r"[0-9a-f]{12}")
 
+# A mailbox: read over IMAP, answered over SMTP, both with ``tls`` one of ``EMAIL_TLS``.
+EMAIL_FIELDS = ("imap_host", "imap_port", "smtp_host", "smtp_port", "username", "password", "address", "tls")
+EMAIL_TLS = ("ssl", "starttls", "none")
 # What an operator gives for each kind (the Telegram webhook secret the gateway makes itself).
 REQUIRED: dict[str, tuple[str, ...]] = {
     "telegram": ("bot_token",),
@@ -35,6 +39,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "instagram": ("access_token", "ig_user_id", "app_secret"),
     "discord": ("bot_token", "application_id", "public_key"),
     "teams": ("app_id", "app_password"),  # the Azure bot registration's Microsoft App ID and client secret
+    "email": EMAIL_FIELDS,
 }
 # What an operator may give besides (Meta's webhook verify token is made by the gateway when not given; the
 # WhatsApp Business Account id lets the console list the account's message templates).
@@ -49,7 +54,7 @@ META_KINDS = frozenset({"whatsapp_cloud", "messenger", "instagram"})
 # verify token the operator pastes into Meta's app) is an address or meant to be shown.
 SECRET_FIELDS = frozenset({"bot_token", "signing_secret", "auth_token", "account_sid", "webhook_secret",
                            "access_token", "page_access_token", "app_secret",
-                           "app_password"})
+                           "app_password", "password"})
 
 _PATHS = {
     "telegram": "/channels/telegram/{id}/webhook",
@@ -62,7 +67,7 @@ _PATHS = {
     "instagram": "/channels/meta/{id}/instagram",
     "discord": "/channels/discord/{id}/interactions",
     "teams": "/channels/teams/{id}/messages",
-}
+}  # an email connection has none: nothing calls us, we read its mailbox
 
 
 _ENVIRONMENT_PATHS = {  # the environment-configured channels keep the paths they always had
@@ -73,10 +78,11 @@ _ENVIRONMENT_PATHS = {  # the environment-configured channels keep the paths the
 }
 
 
-def webhook_path(kind: str, connection_id: str) -> str:
+def webhook_path(kind: str, connection_id: str) -> str | None:
     if connection_id == DEFAULT_ID:
         return _ENVIRONMENT_PATHS[kind]
-    return _PATHS[kind].format(id=connection_id)
+    path = _PATHS.get(kind)
+    return None if path is None else path.format(id=connection_id)
 
 
 def is_connection_id(value: str) -> bool:
@@ -131,7 +137,8 @@ class Connection(BaseModel):
         """The answer shape: credentials masked, the URL the vendor must call, the state in one sentence."""
         body = self.model_dump(mode="json", exclude={"credentials"})
         body["credentials"] = {k: mask(v) if k in SECRET_FIELDS else v for k, v in self.credentials.items()}
-        body["webhook_url"] = public_url.rstrip("/") + webhook_path(self.kind, self.id)
+        path = webhook_path(self.kind, self.id)
+        body["webhook_url"] = None if path is None else public_url.rstrip("/") + path
         if self.kind in META_KINDS:  # pasted with the URL into Meta's app dashboard
             body["verify_token"] = self.credentials.get("verify_token")
         body["state"], body["state_message"] = describe(

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from gateway.agents.store import LATEST, AgentStore
 from gateway.connections.model import (
     DEFAULT_ID,
+    EMAIL_TLS,
     KINDS,
     META_KINDS,
     OPTIONAL,
@@ -89,6 +90,18 @@ def _check_credentials(kind: str, credentials: dict[str, str]) -> None:
                            "portal's General Information shows it)")
     if kind == "whatsapp" and not credentials["sender"].startswith("whatsapp:+"):
         raise InvalidInput("credentials.sender: a WhatsApp sender is written whatsapp:+<number>")
+    if kind == "email":
+        _check_mailbox(credentials)
+
+
+def _check_mailbox(credentials: dict[str, str]) -> None:
+    if credentials["tls"] not in EMAIL_TLS:
+        raise InvalidInput(f"credentials.tls: one of {', '.join(EMAIL_TLS)}")
+    for name in ("imap_port", "smtp_port"):
+        if not credentials[name].isdigit() or not 0 < int(credentials[name]) < 65536:
+            raise InvalidInput(f"credentials.{name}: a port number (1-65535)")
+    if "@" not in credentials["address"].strip("@"):
+        raise InvalidInput("credentials.address: the mailbox's address, written name@domain")
 
 
 class Connections:
@@ -100,7 +113,7 @@ class Connections:
         self.verifiers = verifiers  # kind -> its vendor check, filled as the channels are installed
 
     def webhook_url(self, connection: Connection) -> str:
-        return connection.public(self.settings.public_url)["webhook_url"]
+        return connection.public(self.settings.public_url)["webhook_url"] or ""  # "": a kind with none (email)
 
     async def list(self) -> list[Connection]:
         return [*await self.environment(), *await self.store.list()]

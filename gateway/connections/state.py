@@ -14,7 +14,7 @@ __all__ = ["State", "VENDORS", "describe"]
 State = Literal["environment", "enabled", "disabled", "check_failed"]
 VENDORS = {"telegram": "Telegram", "slack": "Slack", "twilio_sms": "Twilio", "twilio_voice": "Twilio",
            "whatsapp": "Twilio", "whatsapp_cloud": "Meta", "messenger": "Meta", "instagram": "Meta",
-           "discord": "Discord", "teams": "Microsoft"}
+           "discord": "Discord", "teams": "Microsoft", "email": "the mail servers"}
 
 
 def _at(moment: datetime) -> str:
@@ -32,7 +32,8 @@ def describe(kind: str, *, enabled: bool, read_only: bool, verified_at: datetime
         return "check_failed", (f"Disabled: the check with {vendor} failed ({check_error}). "
                                 "Fix the cause, then verify again to enable it.")
     if not enabled:
-        return "disabled", "Disabled: its webhook answers 404."
+        return "disabled", ("Disabled: its mailbox is not read." if kind == "email"
+                            else "Disabled: its webhook answers 404.")
     if verified_at is None:
         return "enabled", f"Enabled; not checked with {vendor}."
     accepted = "the token and registered the webhook URL" if kind == "telegram" else "the credentials"

@@ -378,6 +378,14 @@ class Settings(BaseSettings):
         description="Where a Teams connection gets the token its replies carry (client credentials: app id and "
         "password). With a connection's tenant_id, the botframework.com segment becomes that tenant."
     )
+    email_poll_s: float = Field(
+        60.0, gt=0, description="How often an email connection's mailbox is looked at for new mail when its IMAP "
+        "server has no IDLE (with IDLE, new mail is taken at once and the mailbox is looked at this often besides)."
+    )
+    email_max_bytes: int = Field(
+        10_000_000, gt=0, description="The largest mail an email connection reads (its size as the IMAP server "
+        "says, attachments included); a larger one is recorded by its headers with a note, its body not fetched."
+    )
 
     # Channels (extra)
     channel_send_tries: int = Field(

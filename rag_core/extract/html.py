@@ -16,6 +16,15 @@ from rag_core.extract.text import decode
 logging.getLogger("trafilatura").setLevel(logging.ERROR)
 
 
+def html_as_text(html: str) -> str:
+    """All the readable text of a short HTML document such as a mail, as plain lines ("" when none).
+
+    Recall first: a page's main-content guess would keep a mail's quoted history (its longest block)
+    and drop the two lines the customer wrote above it."""
+    options = {"output_format": "txt", "include_tables": True, "include_comments": False, "include_links": False}
+    return (trafilatura.extract(html, favor_recall=True, **options) or "").strip()
+
+
 def extract_html(data: bytes, stem: str) -> ExtractedDocument:
     warnings: list[str] = []
     html = decode(data, warnings)

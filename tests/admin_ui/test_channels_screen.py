@@ -15,6 +15,7 @@ from tests.channels.connections_support import (  # noqa: F401  (fixtures)
     channels_console,
     telegram_only,
 )
+from tests.channels.mail_support import credentials, dovecot, mailbox, smtp  # noqa: F401  (fixtures)
 
 
 @pytest.fixture
@@ -96,3 +97,18 @@ def test_the_agent_choice_names_the_channels_agent_once(admin):
     select = page.split('name="agent"')[1].split("</select>")[0]
     choices = re.findall(r'<option value="([^"]*)"[^>]*>([^<]*)</option>', select)
     assert choices == [("", "The channels' agent"), (made.json()["id"], "Bookings desk (bookings)")]
+
+
+def test_a_mailbox_is_added_from_its_form_and_shown_without_a_webhook(admin, mailbox, smtp):  # noqa: F811
+    screen = admin.get("/admin/channels").text
+    assert "Add a Support mailbox (IMAP and SMTP)" in screen
+    for field in ("imap_host", "imap_port", "smtp_host", "smtp_port", "username", "password", "address", "tls"):
+        assert f'id="email-{field}"' in screen
+    assert re.search(r'id="email-password" name="password" required autocomplete="off"\s+type="password"', screen)
+    typed = credentials(mailbox, smtp)
+    added = admin.post("/admin/channels", data={"csrf_token": csrf_of(screen), "kind": "email", "name": "Support",
+                                                "agent": "", **typed}, follow_redirects=True)
+    assert added.status_code == 200 and "Connection added." in added.text
+    assert "No webhook: the gateway reads this mailbox over IMAP" in added.text
+    assert typed["password"] not in added.text and "••••" + typed["password"][-4:] in added.text
+    assert "none: its mailbox is read over IMAP" in admin.get("/admin/channels").text

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import httpx
 import pytest
@@ -12,7 +12,10 @@ from pydantic import SecretStr
 
 from gateway.core.models import Message, TurnTrace
 from gateway.http.app import create_app
+from gateway.services import Services
 from tests.channels import vendors
+from tests.channels.connections_support import SECRET_KEY
+from tests.channels.mail_support import dovecot, mailbox, smtp  # noqa: F401 - fixtures: the email kind's peers
 from tests.fakes import slack_api, telegram_api, twilio_api
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.live_server import LiveServer
@@ -202,3 +205,12 @@ def metric(client: httpx.Client, line_prefix: str) -> float:
         if line.startswith(line_prefix):
             return float(line.rsplit(" ", 1)[1])
     return 0.0
+
+
+@pytest.fixture
+async def keyed_services(settings) -> AsyncIterator[Services]:
+    """The gateway's services, started, with a key for connections (no HTTP server)."""
+    built = Services.build(settings.model_copy(update={"secret_key": SecretStr(SECRET_KEY)}))
+    await built.start()
+    yield built
+    await built.aclose()

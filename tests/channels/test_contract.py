@@ -13,6 +13,7 @@ import xml.etree.ElementTree as ET
 
 import httpx
 import pytest
+import redis
 from pydantic import SecretStr
 
 from gateway.core.models import DeliveryStatus, Role
@@ -35,6 +36,7 @@ class Harness:
     sent_status: int = 200  # what that call answers on success
     refused_as: str = "signature"  # the reason a refused, unverified request is counted under
     repeat_status: int = 200  # what a repeated delivery is answered (vendors must not retry again)
+    webhook: bool = True  # False: nothing is posted to the gateway (a mailbox it reads)
 
     def __init__(self, fake) -> None:
         self.fake = fake
@@ -258,13 +260,50 @@ class TeamsHarness(Harness):
         return vendors.post_teams(client, webhook_path(self.connection), activity, token)
 
 
+class EmailHarness(Harness):
+    """A mailbox (Dovecot) read over IMAP, answered by SMTP (aiosmtpd): nothing is posted to the gateway, so a
+    delivery is a mail put in the mailbox, waited for until the listener has taken it."""
+
+    name, limit, method, webhook = "email", 100_000, "-", False
+    customer = "contract.customer@example.org"
+
+    def __init__(self, fake) -> None:
+        super().__init__(fake)
+        self.mailbox, self.smtp, self.live = fake
+
+    def open(self, client):
+        from tests.channels.mail_support import credentials
+
+        self.connection = add(client, kind="email", name="Contract mailbox",
+                              credentials=credentials(self.mailbox, self.smtp))
+        self.identity = f"email:{self.customer}@{self.connection['id']}"
+
+    def deliver(self, client, text, *, key, signed=True, retry=False):
+        from tests.channels.mail_support import mail
+
+        message = mail(text, subject="", sender=self.customer)
+        message.replace_header("Message-ID", f"<contract-{key}@example.org>")
+        uid = self.mailbox.deliver(message)
+        r = redis.Redis.from_url(self.live.services.settings.redis_url)
+        key_of_uids = self.live.services.store.key("email", self.connection["id"], "uids")
+        try:
+            wait_until(lambda: int(r.hget(key_of_uids, "last") or 0) >= uid, 20, "the listener to take the mail")
+        finally:
+            r.close()
+        return httpx.Response(200)
+
+    def sent(self):
+        return [m.get_content().strip() for m in self.smtp.messages]
+
+
 @pytest.fixture
 def channel_overrides() -> dict:
     return {"secret_key": SecretStr(SECRET_KEY)}  # connections can be added
 
 
 @pytest.fixture(params=[TelegramHarness, SlackHarness, TwilioSmsHarness, TwilioVoiceHarness,
-                        TwilioVoiceConnectionHarness, WebChatHarness, *META, TeamsHarness, DiscordHarness],
+                        TwilioVoiceConnectionHarness, WebChatHarness, *META, TeamsHarness, DiscordHarness,
+                        EmailHarness],
                 ids=lambda h: getattr(h, "case", h.name))
 def any_channel(request, fake_telegram, fake_slack, fake_twilio, fake_meta, fake_teams, fake_discord,
                 client) -> Harness:
@@ -272,6 +311,8 @@ def any_channel(request, fake_telegram, fake_slack, fake_twilio, fake_meta, fake
     fakes = {"telegram": fake_telegram, "slack": fake_slack, "twilio_sms": fake_twilio,
              "twilio_voice": fake_twilio, "webchat": None, **{h.name: fake_meta for h in META}, "teams": fake_teams,
              "discord": fake_discord}
+    if request.param is EmailHarness:  # real mail peers, started for this kind only
+        fakes["email"] = tuple(request.getfixturevalue(f) for f in ("mailbox", "smtp", "live"))
     harness = request.param(fakes[request.param.name])
     harness.open(client)
     return harness
@@ -292,6 +333,8 @@ def _key() -> str:
 
 
 def test_an_unverified_request_is_refused_changes_nothing_and_is_counted(any_channel, client, stored, fake_openai):
+    if not any_channel.webhook:
+        pytest.skip("nothing is posted to this kind: its mailbox is read (what is never answered: its own tests)")
     before = {kind: stored.keys(f"{kind}:*") for kind in ("msg", "dedup", "identity", "persona")}
     resp = any_channel.deliver(client, "hello there", key=_key(), signed=False)
     assert resp.status_code in (401, 403)

@@ -6,21 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
-from pydantic import SecretStr
-
 from channels.listeners import ConnectionListeners
 from gateway.channel import Connection
-from gateway.services import Services
-from tests.channels.connections_support import SECRET_KEY
-
-
-@pytest.fixture
-async def services(settings):
-    built = Services.build(settings.model_copy(update={"secret_key": SecretStr(SECRET_KEY)}))
-    await built.start()
-    yield built
-    await built.aclose()
 
 
 class Replica:
@@ -45,8 +32,8 @@ async def _until(check, within: float = 3.0) -> None:
         await asyncio.sleep(0.05)  # noqa: ASYNC110 - polling two replicas' state
 
 
-async def test_one_listener_per_connection_across_replicas(services) -> None:
-    context = services.channel_context(holds_listeners=True)  # as in a serving process
+async def test_one_listener_per_connection_across_replicas(keyed_services) -> None:
+    context = keyed_services.channel_context(holds_listeners=True)  # as in a serving process
     store = context.connections
     one = await store.save(Connection(kind="telegram", name="one", credentials={"bot_token": "1:abcdefgh"}))
     two = await store.save(Connection(kind="telegram", name="two", credentials={"bot_token": "2:abcdefgh"}))
@@ -72,8 +59,8 @@ async def test_one_listener_per_connection_across_replicas(services) -> None:
         await b.listeners.stop()
 
 
-async def test_a_worker_holds_no_listener(services) -> None:
-    context = services.channel_context()  # holds_listeners False: a worker's context
+async def test_a_worker_holds_no_listener(keyed_services) -> None:
+    context = keyed_services.channel_context()  # holds_listeners False: a worker's context
     await context.connections.save(Connection(kind="telegram", name="one", credentials={"bot_token": "1:abcdefgh"}))
     replica = Replica(context, "worker")
     replica.listeners.start()
