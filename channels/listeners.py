@@ -30,12 +30,12 @@ Listen = Callable[[Connection], Awaitable[None]]
 
 class ConnectionListeners:
     def __init__(self, context: ChannelContext, kind: str, listen: Listen, *, lease_s: float = 15.0,
-                 poll_s: float = 2.0) -> None:
+                 poll_s: float | None = None) -> None:
         self.context = context
         self.kind = kind
         self.listen = listen
         self.lease_s = lease_s  # a dead holder's listener is taken over within this (plus ``poll_s``)
-        self.poll_s = poll_s
+        self.poll_s = context.settings.connection_listeners_poll_s if poll_s is None else poll_s
         self._tasks: dict[str, tuple[Connection, asyncio.Task[None]]] = {}
         self._follower: asyncio.Task[None] | None = None
 

@@ -345,6 +345,7 @@ class Services:
                                            {insight.price_edits.changes_channel: insight.price_edits.reload})
         services.on_start.append(webhook_delivery.start)
         services.on_stop.append(webhook_delivery.stop)
+        services.on_stop.append(insight.outcomes.stop)  # a pending /metrics count of outcomes
         services.desk.on_take_over.append(insight.outcomes.handed_off)
         insight.csat.sink_for = services.desk.reply_sink
         services.live_feed = LiveFeed(store)

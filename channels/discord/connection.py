@@ -49,8 +49,7 @@ class DiscordConnections:
         self.threads = Threads(context, self.rest)
         self.gateway = GatewayListener(context, self.rest, self.threads)
         self.listeners = ConnectionListeners(context, "discord", self.gateway.listen,
-                                             lease_s=context.settings.discord_gateway_lease_s,
-                                             poll_s=context.settings.connection_listeners_poll_s)
+                                             lease_s=context.settings.discord_gateway_lease_s)
 
     async def stop(self) -> None:
         await self.listeners.stop()

@@ -6,6 +6,7 @@ so they cost the turn no extra round trip and an outcome is counted once however
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -37,6 +38,7 @@ log = logging.getLogger(__name__)
 CONVERSATION_TTL_S = 14 * 86_400  # a conversation's outcome flags outlive any idle window
 GAP_EXAMPLES = 5
 MAX_UNMETERED = 10_000
+METER_EVERY_S = 5.0  # how soon an outcome a turn set is on /metrics
 _RESOLVED_ON = {EndReason.TIMEOUT, EndReason.CALL_ENDED}
 
 # KEYS: the day's counters, the conversation's flags, the day's gap groups, the group's examples, its offered
@@ -140,6 +142,7 @@ class Outcomes:
         self.metrics = metrics
         self.index = OutcomeIndex(store)
         self._unmetered: set[str] = set()  # conversations whose turn may have set an outcome (for /metrics)
+        self._metering: asyncio.Task | None = None
         self._phrases = [p.strip().lower() for p in settings.unanswered_phrases.split("|") if p.strip()]
 
     def conversation_key(self, conversation_id: str) -> str:
@@ -235,15 +238,41 @@ class Outcomes:
         self._unmetered.add(conversation_id)
 
     async def on_turn_completed(self, event: TurnCompleted) -> None:
-        """A turn that may have set an outcome: put it on /metrics (after the turn's closing round trip)."""
-        if event.conversation_id in self._unmetered:
-            self._unmetered.discard(event.conversation_id)
-            await self.meter(event.conversation_id)
+        """A turn that may have set an outcome: put it on /metrics within ``METER_EVERY_S``, together with every
+        other such turn's (one round trip for all of them, after their turns, not one in each turn)."""
+        if event.conversation_id not in self._unmetered or self._metering is not None:
+            return
+        self._metering = asyncio.create_task(self._meter_pending(), name="insight-meter")
+
+    async def _meter_pending(self) -> None:
+        try:
+            await asyncio.sleep(METER_EVERY_S)
+            pending, self._unmetered = self._unmetered, set()
+            async with self.store.redis.pipeline(transaction=False) as pipe:
+                for conversation_id in pending:
+                    pipe.eval(_METER, 1, self.conversation_key(conversation_id), *OUTCOMES)
+                answers = await pipe.execute(raise_on_error=False)
+            for answer in answers:
+                if not isinstance(answer, Exception):
+                    self._count(answer, None)
+        except Exception as exc:  # Redis away: those outcomes reach /metrics with the conversation's next event
+            log.warning("insight: outcomes not put on /metrics (%s)", exc)
+        finally:
+            self._metering = None
+
+    async def stop(self) -> None:
+        if self._metering is not None:
+            self._metering.cancel()
+            await asyncio.gather(self._metering, return_exceptions=True)
 
     async def meter(self, conversation_id: str, fallback: Dims | None = None) -> None:
         """The conversation's outcomes not yet on /metrics, counted there (once per conversation), at its turns'
         dims (``fallback``: a conversation the bot never answered)."""
-        dims, names = await self.store.redis.eval(_METER, 1, self.conversation_key(conversation_id), *OUTCOMES)
+        self._count(await self.store.redis.eval(_METER, 1, self.conversation_key(conversation_id), *OUTCOMES),
+                    fallback)
+
+    def _count(self, answer: list, fallback: Dims | None) -> None:
+        dims, names = answer
         where = Dims.parse(dims.decode()) if dims or fallback is None else fallback
         for name in names:
             self.metrics.insight_outcomes.labels(where.agent, where.channel, name.decode()).inc()

@@ -14,6 +14,7 @@ from pydantic import SecretStr
 
 from gateway.core.settings import ModelPrice
 from gateway.http.app import create_app
+from gateway.insight.outcomes import METER_EVERY_S
 from tests.admin_ui.conftest import PASSWORD, sign_in
 from tests.fakes.live_server import LiveServer
 from tests.fakes.openai_server import embedding_tokens
@@ -186,6 +187,18 @@ def outcome_metric(metrics: str, outcome: str) -> float:
     return next((float(row.removeprefix(line)) for row in metrics.splitlines() if row.startswith(line)), 0.0)
 
 
+def outcome_metrics(api: httpx.Client, expected: dict[str, float]) -> dict[str, float]:
+    """The outcome counters on /metrics once they show ``expected`` (a turn's outcome is put there within
+    ``METER_EVERY_S``, with every other turn's of that moment), or as they are after it."""
+    deadline = time.monotonic() + METER_EVERY_S + 5
+    while True:
+        metrics = api.get("/metrics").text
+        found = {name: outcome_metric(metrics, name) for name in expected}
+        if found == expected or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)
+
+
 def listed(api: httpx.Client, **query) -> list[str]:
     answer = api.get("/api/conversations", params=query, headers=ADMIN)
     assert answer.status_code == 200, answer.text
@@ -216,9 +229,9 @@ def test_outcomes_resolved_handed_off_and_unanswered(api, fake_openai, overrides
     # happy's and lost's first conversations ended idle with no handoff and no 👎 standing
     assert report["resolved"] == 2
     assert report["feedback"]["down"] == 1
-    metrics = api.get("/metrics").text  # the same counts, once per conversation, for graphing elsewhere
-    assert {name: outcome_metric(metrics, name) for name in ("resolved", "handed_off", "unanswered", "abandoned")} \
-        == {"resolved": 2, "handed_off": 1, "unanswered": 2, "abandoned": 0}
+    # the same counts, once per conversation, on /metrics for graphing elsewhere
+    expected = {"resolved": 2, "handed_off": 1, "unanswered": 2, "abandoned": 0}
+    assert outcome_metrics(api, expected) == expected
     gaps = {g["id"]: g for g in report["gaps"]}
     [unicycles] = [g for g in gaps.values() if "Do you rent unicycles?" in g["examples"]]
     assert unicycles["count"] == 2 and set(unicycles["examples"]) == {"Do you rent unicycles?",
@@ -404,7 +417,7 @@ def test_a_web_chat_client_that_disconnects_before_the_posted_answer_abandoned_i
         time.sleep(0.05)
     report = insights(api)
     assert (report["turns"], report["abandoned"]) == (2, 1)
-    assert outcome_metric(api.get("/metrics").text, "abandoned") == 1
+    assert outcome_metrics(api, {"abandoned": 1}) == {"abandoned": 1}
     [abandoned] = listed(api, outcome="abandoned")
     transcript = api.get(f"/api/conversations/{abandoned}", headers=ADMIN).json()["messages"]
     assert [m["text"] for m in transcript] == ["Tandem price?", "A slow answer."]
