@@ -33,11 +33,12 @@ async def record_media(context: ChannelContext, inbound: InboundMessage) -> tupl
 
 
 async def answer_media(context: ChannelContext, sink: ReplySink, channel: str, conversation_id: str,
-                       persona_id: str) -> None:
-    """Send ``MEDIA_REPLY`` and store it with its delivery outcome; a failed send raises (the inbox retries)."""
-    report = await sink.deliver(MEDIA_REPLY)
+                       persona_id: str, text: str = MEDIA_REPLY) -> None:
+    """Send ``text`` (``MEDIA_REPLY``: the bot reads text only) and store it with its delivery outcome; a failed
+    send raises (the inbox retries)."""
+    report = await sink.deliver(text)
     await context.store.add_message(Message(
-        conversation_id=conversation_id, persona_id=persona_id, role=Role.AGENT, channel=channel, text=MEDIA_REPLY,
+        conversation_id=conversation_id, persona_id=persona_id, role=Role.AGENT, channel=channel, text=text,
         delivery="delivered" if report.delivered else "failed", delivery_error=report.error))
     if not report.delivered:
         raise ChannelDeliveryError(report.error or f"{channel} send failed")

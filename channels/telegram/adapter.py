@@ -29,6 +29,7 @@ from channels.outbound_retry import RetryPolicy, send_with_retry
 from channels.render import html_to_text, render
 from channels.telegram.api import call as _call
 from channels.telegram.buttons import Buttons, take_choice
+from channels.telegram.media import media_work, without_media
 from channels.telegram.ratings import PREFIX as RATING_PREFIX
 from channels.telegram.ratings import TelegramRatings, keyboard
 from channels.telegram.updates import (
@@ -39,6 +40,7 @@ from channels.telegram.updates import (
     ChatText,
     ChoicePress,
     Ignored,
+    MediaMessage,
     StartCommand,
     Unsupported,
     chat_key,
@@ -234,6 +236,11 @@ class TelegramAdapter:
             return None
         if isinstance(event, ChoicePress):
             await take_choice(self.bot, event)
+        if isinstance(event, MediaMessage):
+            if self.context.media is not None:
+                return await media_work(self.context, self.bot, event, self._sink(event.target),
+                                        self.settings.telegram_api_base, delivery_id)
+            event = without_media(event)
         if isinstance(event, ChatText):
             turn = await self.context.pipeline.accept(event.inbound, delivery_id=delivery_id)
             return None if turn is None else TurnWork(turn, self._sink(event.target))

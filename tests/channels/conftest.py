@@ -41,6 +41,9 @@ def fake_telegram(_fake_servers) -> FakeTelegram:
     fake.answer_sends_after_s = 0.0
     fake.bots.clear()
     fake.sent.clear()
+    fake.files.clear()
+    fake.served.clear()
+    fake.unsized.clear()
     return fake
 
 

@@ -1,0 +1,65 @@
+"""Voice notes, photos and documents sent to a Telegram bot (issue 44): where each file is (``getFile``, then
+the file URL the Bot API serves at ``{SWITCHBOARD_TELEGRAM_API_BASE}/file/bot<token>/<path>``, asked only
+when the file is wanted and never stored), handed to the gateway's media service; a polite answer, recorded
+in the transcript, when the media cannot be used."""
+
+from __future__ import annotations
+
+from aiogram import Bot
+
+from channels.media_answer import answer_media, record_media
+from channels.telegram.api import call as _call
+from channels.telegram.updates import CHANNEL, READ_MEDIA, ChatText, MediaMessage, Unsupported
+from gateway.channel import (
+    Attachment,
+    ChannelContext,
+    ChannelDeliveryError,
+    MediaSource,
+    Refused,
+    ReplySink,
+    SendWork,
+    TurnWork,
+    Work,
+)
+
+__all__ = ["media_sources", "media_work", "without_media"]
+
+
+def _source(bot: Bot, attachment: Attachment, api_base: str) -> MediaSource:
+    file_id = attachment.file_id or ""
+
+    async def locate() -> str:
+        found = await _call(bot.get_file(file_id), "getFile")
+        if not found.file_path:
+            raise ChannelDeliveryError("telegram getFile gave no file path (the file is too big for the Bot API)")
+        return bot.session.api.file_url(bot.token, found.file_path)
+
+    return MediaSource(kind=attachment.kind, locate=locate, declared_size=attachment.size,
+                       declared_seconds=attachment.seconds, filename=attachment.filename, vendor_base=api_base)
+
+
+def media_sources(bot: Bot, event: MediaMessage, api_base: str) -> list[MediaSource]:
+    return [_source(bot, a, api_base) for a in event.inbound.attachments if a.kind in READ_MEDIA and a.file_id]
+
+
+def without_media(event: MediaMessage) -> ChatText | Unsupported:
+    """The message as before media were read (no media service): its caption as text, else the plain answer."""
+    if event.inbound.text:
+        return ChatText(event.target, event.inbound)
+    return Unsupported(event.target, event.inbound.attachments[0].kind)
+
+
+async def media_work(context: ChannelContext, bot: Bot, event: MediaMessage, sink: ReplySink, api_base: str,
+                     delivery_id: str | None) -> Work | None:
+    assert context.media is not None
+    outcome = await context.media.accept(event.inbound, media_sources(bot, event, api_base), delivery_id=delivery_id)
+    if outcome is None:
+        return None
+    if not isinstance(outcome, Refused):
+        return TurnWork(outcome, sink)
+    if not await context.store.claim_once("update", CHANNEL, event.inbound.external_message_id):
+        context.metrics.duplicates.labels(CHANNEL).inc()
+        return None
+    where = await record_media(context, outcome.inbound)
+    return SendWork(lambda: answer_media(context, sink, CHANNEL, *where, text=outcome.answer),
+                    what=f"telegram media answer to update {event.inbound.external_message_id}")
