@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from aiogram import Bot
 
-from channels.media_answer import answer_media, record_media
+from channels.media_answer import media_turn_work
 from channels.telegram.api import call as _call
 from channels.telegram.updates import CHANNEL, READ_MEDIA, ChatText, MediaMessage, Unsupported
 from gateway.channel import (
@@ -15,10 +15,7 @@ from gateway.channel import (
     ChannelContext,
     ChannelDeliveryError,
     MediaSource,
-    Refused,
     ReplySink,
-    SendWork,
-    TurnWork,
     Work,
 )
 
@@ -52,14 +49,7 @@ def without_media(event: MediaMessage) -> ChatText | Unsupported:
 async def media_work(context: ChannelContext, bot: Bot, event: MediaMessage, sink: ReplySink, api_base: str,
                      delivery_id: str | None) -> Work | None:
     assert context.media is not None
+    update_id = event.inbound.external_message_id
     outcome = await context.media.accept(event.inbound, media_sources(bot, event, api_base), delivery_id=delivery_id)
-    if outcome is None:
-        return None
-    if not isinstance(outcome, Refused):
-        return TurnWork(outcome, sink)
-    if not await context.store.claim_once("update", CHANNEL, event.inbound.external_message_id):
-        context.metrics.duplicates.labels(CHANNEL).inc()
-        return None
-    where = await record_media(context, outcome.inbound)
-    return SendWork(lambda: answer_media(context, sink, CHANNEL, *where, text=outcome.answer),
-                    what=f"telegram media answer to update {event.inbound.external_message_id}")
+    return await media_turn_work(context, outcome, sink, CHANNEL, ("update", update_id),
+                                 f"telegram media answer to update {update_id}")

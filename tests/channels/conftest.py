@@ -62,6 +62,7 @@ def fake_twilio(_fake_servers) -> FakeTwilio:
     fake.answer_creates_after_s = 0.0
     fake.accounts.clear()
     fake.outside_window.clear()
+    fake.media.clear()
     return fake
 
 
