@@ -51,6 +51,7 @@ class MediaSource:
     declared_seconds: float | None = None  # a voice note's length by the vendor's word
     filename: str | None = None
     vendor_base: str | None = None  # the vendor's configured base URL: allowed although private
+    data: bytes | None = field(default=None, repr=False)  # a file uploaded to us (the web chat's recording)
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,11 @@ class MediaDownloader:
         if self.too_large(source.declared_size):
             raise MediaTooLarge(f"the {source.kind} is {source.declared_size / MIB:.1f} MB, over "
                                 f"SWITCHBOARD_MEDIA_MAX_MB ({self.settings.media_max_mb:g} MB); not downloaded")
+        if source.data is not None:
+            if self.too_large(len(source.data)):
+                raise MediaTooLarge(f"the {source.kind} is over SWITCHBOARD_MEDIA_MAX_MB "
+                                    f"({self.settings.media_max_mb:g} MB)")
+            return Media(source.data, sniff(source.data), source.kind, source.filename)
         url = source.url if source.locate is None else await source.locate()
         if url is None:
             raise MediaUnavailable(f"the {source.kind} has no address to download it from")

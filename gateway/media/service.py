@@ -22,7 +22,7 @@ from gateway.media.images import data_url
 from gateway.media.speech import Speech, TooLong, is_audio
 from gateway.turn.llm import LLMClient
 from gateway.turn.media_parts import TurnMedia
-from gateway.turn.pipeline import Turn, TurnPipeline
+from gateway.turn.pipeline import OpeningWrites, Turn, TurnPipeline
 
 __all__ = ["ChatMedia", "Refused"]
 
@@ -71,8 +71,9 @@ class ChatMedia:
         return kind in (*AUDIO, "photo", "document")
 
     async def accept(self, inbound: InboundMessage, sources: Sequence[MediaSource], *,
-                     delivery_id: str | None = None) -> Turn | Refused | None:
-        """The message as a turn (None: a duplicate), or a polite answer instead."""
+                     delivery_id: str | None = None, opening: OpeningWrites | None = None) -> Turn | Refused | None:
+        """The message as a turn (None: a duplicate), or a polite answer instead; ``delivery_id`` and
+        ``opening`` as ``TurnPipeline.accept`` takes them."""
         started = time.perf_counter()
         made = _Made(said=[inbound.text] if inbound.text.strip() else [])
         for source in sources:
@@ -96,7 +97,7 @@ class ChatMedia:
             return Refused(self._described(inbound, sources), self.settings.channel_unsupported_message,
                            "nothing to answer in the media")
         rewritten = inbound.model_copy(update={"text": text, "media": "; ".join(made.notes) or None})
-        turn = await self.pipeline.accept(rewritten, delivery_id=delivery_id)
+        turn = await self.pipeline.accept(rewritten, delivery_id=delivery_id, opening=opening)
         if turn is None:
             return None
         turn.trace.media = made.notes
