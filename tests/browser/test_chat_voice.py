@@ -4,15 +4,13 @@ from the knowledge base; the transcript shows as the visitor's message."""
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Iterator
 
 import pytest
 from playwright.sync_api import expect
 
 from gateway.http.app import create_app
-from tests.browser.conftest import CHROMIUM
+from tests.browser.conftest import chromium
 from tests.fakes.live_server import LiveServer
 
 ADMIN = {"Authorization": "Bearer admin-secret"}
@@ -22,19 +20,8 @@ HOURS = [{"source": "hours", "title": "Opening hours", "facts": ["Mon-Fri 9:00-1
 
 @pytest.fixture(scope="module")
 def mic_browser():
-    from playwright.sync_api import sync_playwright
-
-    if not CHROMIUM.exists():
-        pytest.fail("Chromium is missing: run `make test` (it installs Debian's chromium package)")
-    profile = tempfile.mkdtemp(prefix="sb-chromium-")
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=str(CHROMIUM), headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                  "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream"])  # a beeping microphone
+    with chromium("--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream") as browser:  # a beeping mic
         yield browser
-        browser.close()
-    shutil.rmtree(profile, ignore_errors=True)
 
 
 @pytest.fixture
