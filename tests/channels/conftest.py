@@ -51,6 +51,7 @@ def fake_telegram(_fake_servers) -> FakeTelegram:
 def fake_slack(_fake_servers) -> FakeSlack:
     _fake_servers[1].recorder.reset()
     _fake_servers[1].sent_ts.clear()
+    _fake_servers[1].files.clear()
     return _fake_servers[1]
 
 
