@@ -239,7 +239,7 @@ class TelegramAdapter:
         if isinstance(event, MediaMessage):
             if self.context.media is not None:
                 return await media_work(self.context, self.bot, event, self._sink(event.target),
-                                        self.settings.telegram_api_base, delivery_id)
+                                        api_base=self.settings.telegram_api_base, delivery_id=delivery_id)
             event = without_media(event)
         if isinstance(event, ChatText):
             turn = await self.context.pipeline.accept(event.inbound, delivery_id=delivery_id)

@@ -14,6 +14,7 @@ from gateway.channel import (
     Attachment,
     ChannelContext,
     ChannelDeliveryError,
+    InboundMessage,
     MediaSource,
     ReplySink,
     Work,
@@ -46,10 +47,14 @@ def without_media(event: MediaMessage) -> ChatText | Unsupported:
     return Unsupported(event.target, event.inbound.attachments[0].kind)
 
 
-async def media_work(context: ChannelContext, bot: Bot, event: MediaMessage, sink: ReplySink, api_base: str,
-                     delivery_id: str | None) -> Work | None:
+async def media_work(context: ChannelContext, bot: Bot, event: MediaMessage, sink: ReplySink, *, api_base: str,
+                     delivery_id: str | None, inbound: InboundMessage | None = None,
+                     claim_id: str | None = None) -> Work | None:
+    """The media message's turn, or its polite answer. ``inbound``: the message as the channel scoped it (a
+    connection's), default the event's; ``claim_id``: what a polite answer is claimed under (default the update id)."""
     assert context.media is not None
     update_id = event.inbound.external_message_id
-    outcome = await context.media.accept(event.inbound, media_sources(bot, event, api_base), delivery_id=delivery_id)
-    return await media_turn_work(context, outcome, sink, CHANNEL, ("update", update_id),
+    outcome = await context.media.accept(inbound or event.inbound, media_sources(bot, event, api_base),
+                                         delivery_id=delivery_id)
+    return await media_turn_work(context, outcome, sink, CHANNEL, ("update", claim_id or update_id),
                                  f"telegram media answer to update {update_id}")
