@@ -208,3 +208,17 @@ def test_an_unreadable_document_gets_a_clear_answer(client, live, fake_telegram,
     [answer] = fake_telegram.sent_texts()
     assert "could not read that file" in answer
     assert fake_openai.chat_requests() == []
+
+
+def test_a_docx_bomb_gets_a_clear_answer_not_a_stuck_turn(client, live, fake_telegram, fake_openai):
+    from tests.gateway.knowledge.test_hostile_documents import docx
+
+    fake_telegram.files["bomb"] = docx("Bikes " * 5_000_000)  # 30 MB of XML in ~50 KB
+    started = time.monotonic()
+    update = vendors.telegram_update(vendors.telegram_message(document={
+        "file_id": "bomb", "file_unique_id": "u-bomb", "file_name": "bomb.docx",
+        "mime_type": "application/vnd.openxmlformats-officedocument.wordprocessingml.document"}))
+    vendors.post_telegram(client, update)
+    [answer] = wait_until(lambda: fake_telegram.sent_texts(), 10, "the answer")
+    assert "could not read that file" in answer and time.monotonic() - started < 10
+    assert fake_openai.chat_requests() == []
