@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+from collections.abc import Awaitable, Callable
 
 from aiogram import Bot
 from aiogram.client.default import DefaultBotProperties
@@ -84,6 +85,8 @@ class TelegramSink:
         self.policy = policy
         self.buttons = buttons  # 👍 / 👎 under a turn's reply (SWITCHBOARD_FEEDBACK_BUTTONS)
         self.keyboard: InlineKeyboardMarkup | None = None
+        # SWITCHBOARD_VOICE_REPLY (issue 44): a voice note's reply is also spoken, after its text is delivered
+        self.voice_reply: Callable[[str], Awaitable[None]] | None = None
 
     def offer(self, choices: list[str]) -> None:
         """The reply's answers as an inline keyboard (a proposed action's Yes / No): a press is the person's
@@ -120,14 +123,21 @@ class TelegramSink:
         return str(sent.message_id)
 
     async def deliver(self, text: str) -> DeliveryReport:
-        return await deliver_parts(render(text, CAPABILITIES), self._send, self.policy, what="telegram sendMessage")
+        report = await deliver_parts(render(text, CAPABILITIES), self._send, self.policy, what="telegram sendMessage")
+        return await self._spoken(text, report)
 
     async def deliver_rated(self, text: str, message_id: str) -> DeliveryReport:
         """The reply with the rating keyboard under its last part (when buttons are on)."""
         if not self.buttons:
             return await self.deliver(text)
-        return await deliver_rated_parts(render(text, CAPABILITIES), self._send, self.policy,
-                                         what="telegram sendMessage", message_id=message_id)
+        report = await deliver_rated_parts(render(text, CAPABILITIES), self._send, self.policy,
+                                           what="telegram sendMessage", message_id=message_id)
+        return await self._spoken(text, report)
+
+    async def _spoken(self, text: str, report: DeliveryReport) -> DeliveryReport:
+        if self.voice_reply is not None and report.delivered:
+            await self.voice_reply(text)  # never raises: the text reply is what counts
+        return report
 
     async def say(self, text: str) -> None:
         """A canned answer outside a turn; raises if it finally fails (the runner logs it)."""

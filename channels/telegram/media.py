@@ -5,22 +5,32 @@ in the transcript, when the media cannot be used."""
 
 from __future__ import annotations
 
-from aiogram import Bot
+import logging
+from functools import partial
 
+from aiogram import Bot
+from aiogram.types import BufferedInputFile
+
+from channels.connection_capabilities import TELEGRAM
 from channels.media_answer import media_turn_work
+from channels.render import html_to_text, render
 from channels.telegram.api import call as _call
-from channels.telegram.updates import CHANNEL, READ_MEDIA, ChatText, MediaMessage, Unsupported
+from channels.telegram.updates import CHANNEL, READ_MEDIA, ChatTarget, ChatText, MediaMessage, Unsupported
 from gateway.channel import (
     Attachment,
     ChannelContext,
     ChannelDeliveryError,
+    GatewayError,
     InboundMessage,
     MediaSource,
     ReplySink,
+    Turn,
     Work,
 )
 
 __all__ = ["media_sources", "media_work", "without_media"]
+
+log = logging.getLogger(__name__)
 
 
 def _source(bot: Bot, attachment: Attachment, api_base: str) -> MediaSource:
@@ -34,6 +44,18 @@ def _source(bot: Bot, attachment: Attachment, api_base: str) -> MediaSource:
 
     return MediaSource(kind=attachment.kind, locate=locate, declared_size=attachment.size,
                        declared_seconds=attachment.seconds, filename=attachment.filename, vendor_base=api_base)
+
+
+async def _speak(context: ChannelContext, bot: Bot, target: ChatTarget, text: str) -> None:
+    """The reply as a voice note too (``SWITCHBOARD_VOICE_REPLY``); a failure is logged, the text stands."""
+    assert context.media is not None
+    try:
+        spoken = " ".join(html_to_text(part) for part in render(text, TELEGRAM))
+        audio = await context.media.speech.speak(spoken)
+        await _call(bot.send_voice(target.chat_id, BufferedInputFile(audio, "reply.ogg"),
+                                   message_thread_id=target.thread_id), "sendVoice")
+    except (GatewayError, ChannelDeliveryError) as exc:
+        log.warning("telegram voice reply not sent: %s", exc.message)
 
 
 def media_sources(bot: Bot, event: MediaMessage, api_base: str) -> list[MediaSource]:
@@ -56,5 +78,8 @@ async def media_work(context: ChannelContext, bot: Bot, event: MediaMessage, sin
     update_id = event.inbound.external_message_id
     outcome = await context.media.accept(inbound or event.inbound, media_sources(bot, event, api_base),
                                          delivery_id=delivery_id)
+    spoken = any(a.kind in ("voice", "audio", "video_note") for a in event.inbound.attachments)
+    if context.settings.voice_reply and spoken and isinstance(outcome, Turn) and hasattr(sink, "voice_reply"):
+        sink.voice_reply = partial(_speak, context, bot, sink.target)  # a TelegramSink (not imported: a cycle)
     return await media_turn_work(context, outcome, sink, CHANNEL, ("update", claim_id or update_id),
                                  f"telegram media answer to update {update_id}")
