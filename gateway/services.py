@@ -86,6 +86,7 @@ from gateway.live.conversation_meta import EXTRACT_META_JOB
 from gateway.live.prompt import PromptBuilder
 from gateway.live.template_render import RenderBudget
 from gateway.live.timers import TIMER_TICK_JOB, Timer, periodic_timer
+from gateway.media.conversation_documents import ConversationDocuments
 from gateway.media.documents import ChatDocuments
 from gateway.media.download import MediaDownloader
 from gateway.media.service import ChatMedia
@@ -356,7 +357,7 @@ class Services:
         services.on_start.append(services._channel_agent)
         services.connections = Connections(settings, ConnectionStore(store, box), agents, {})
         services.tool_sources = tool_sources
-        services.media = _chat_media(settings, pipeline, llm, channel_agent, resolver)
+        services.media = _chat_media(settings, pipeline, llm, channel_agent, resolver, store)
         services.on_stop.append(services.media.aclose)
         services.on_start.append(services._rotate_connection_keys)
         services.on_stop.append(services.live_feed.stop)
@@ -566,11 +567,14 @@ def _appends(
 
 
 def _chat_media(settings: Settings, pipeline: TurnPipeline, llm: LLMClient | None, agent: ChannelAgent,
-                resolver: Resolver) -> ChatMedia:
-    """Media in chats (issue 44): downloads through the outbound guard, speech to text, the extractors' sandbox."""
+                resolver: Resolver, store: RedisStore) -> ChatMedia:
+    """Media in chats (issue 44): downloads through the outbound guard, speech to text, the extractors' sandbox;
+    a conversation's documents given to its later turns too."""
     downloader = MediaDownloader(settings, OutboundPolicy.parse(settings.outbound_allow_hosts, resolver))
     documents = ChatDocuments(extract_budget(settings), settings.chat_document_max_tokens)
-    return ChatMedia(settings, pipeline, downloader, Speech(settings), documents, agent.vision, llm)
+    kept = ConversationDocuments(store, settings.inactivity_timeout_s)
+    pipeline.preparers.append(kept)
+    return ChatMedia(settings, pipeline, downloader, Speech(settings), documents, agent.vision, llm, kept)
 
 
 def _idle_sweep_timer(sessions: Sessions, period_s: int) -> Timer:

@@ -737,8 +737,8 @@ class Settings(BaseSettings):
     tts_model: str = Field(default="tts-1", description="The text-to-speech model of `SWITCHBOARD_VOICE_REPLY`.")
     tts_voice: str = Field(default="alloy", description="The voice of `SWITCHBOARD_VOICE_REPLY`.")
     chat_document_max_tokens: int = Field(default=4000, ge=100, description=(
-        "A PDF, DOCX or text file sent in a chat is given to the model for that turn cut to this many tokens "
-        "(about four characters each); it never enters a knowledge base."))
+        "A PDF, DOCX or text file sent in a chat is given to the model, for that conversation only, cut to this "
+        "many tokens (about four characters each); it never enters a knowledge base."))
     media_image_max_px: int = Field(default=1568, ge=64, description=(
         "A photo sent to a vision model (`config.vision`) is scaled down to at most this many pixels on its "
         "longer side and re-encoded as JPEG before the model sees it."))

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from gateway.core.errors import GatewayError
 from gateway.core.models import InboundMessage, ModelCallTrace, PromptMessage
 from gateway.core.settings import Settings
+from gateway.media.conversation_documents import ConversationDocuments
 from gateway.media.documents import ChatDocuments
 from gateway.media.download import Media, MediaDownloader, MediaSource, MediaTooLarge
 from gateway.media.images import data_url
@@ -57,7 +58,7 @@ class _Made:
 class ChatMedia:
     def __init__(self, settings: Settings, pipeline: TurnPipeline, downloader: MediaDownloader, speech: Speech,
                  documents: ChatDocuments, vision: Callable[[str | None], Awaitable[bool]],
-                 llm: LLMClient | None) -> None:
+                 llm: LLMClient | None, kept: ConversationDocuments | None = None) -> None:
         self.settings = settings
         self.pipeline = pipeline
         self.downloader = downloader
@@ -65,6 +66,7 @@ class ChatMedia:
         self.documents = documents
         self.vision = vision
         self.llm = llm
+        self.kept = kept  # documents stay with their conversation for its later turns
 
     def reads(self, kind: str) -> bool:
         """Whether a file of this kind is worth handing here (else the channel answers as before)."""
@@ -100,6 +102,8 @@ class ChatMedia:
         turn = await self.pipeline.accept(rewritten, delivery_id=delivery_id, opening=opening)
         if turn is None:
             return None
+        if made.documents and self.kept is not None:
+            await self.kept.add(turn.conversation.id, made.documents)
         turn.trace.media = made.notes
         turn.trace.model_calls.extend(made.calls)
         if made.images or made.documents or made.remarks:

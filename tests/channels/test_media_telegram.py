@@ -192,9 +192,14 @@ def test_a_pdf_is_answered_from_its_content_and_never_searchable(client, live, f
     [chat] = fake_openai.chat_requests()
     user = chat["body"]["messages"][-1]["content"]
     assert user.startswith("When is this due?") and "Total due: 129.90 EUR by 15 December" in user
-    assert 'document "invoice.pdf"' in user
+    assert 'document "invoice.pdf"' in user and user.count("Total due") == 1
     [message, agent] = stored.messages(f"telegram:{vendors.USER_ID}")
     assert message.text == "When is this due?" and "invoice.pdf" in message.media
+    assert [m.text for m in stored.messages(f"telegram:{vendors.USER_ID}")].count("When is this due?") == 1
+    vendors.post_telegram(client, vendors.telegram_update(vendors.telegram_message("And the invoice number?")))
+    settle(live)
+    follow_up = fake_openai.chat_requests()[-1]["body"]["messages"][-1]["content"]
+    assert follow_up.startswith("And the invoice number?") and "Invoice 4711" in follow_up  # kept for the chat
     found = client.post("/api/kb/search", headers=ADMIN, json={"query": "Invoice 4711 total due"}).json()
     assert found["results"] == []
     assert client.get("/api/kb/topics", headers=ADMIN).json()["total"] == 0
