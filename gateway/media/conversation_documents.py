@@ -1,7 +1,7 @@
 """Documents sent in a conversation, kept for that conversation only (issue 44): their extracted text is
 held in Redis under the conversation's key until it goes idle (``SWITCHBOARD_INACTIVITY_TIMEOUT_S``), and
 each of its turns gives the latest few to the model — a follow-up question about the invoice still sees
-it. Never a knowledge base, never a file."""
+it (while the message that brought it is in the turn's memory window). Never a knowledge base, never a file."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ __all__ = ["ConversationDocuments"]
 
 log = logging.getLogger(__name__)
 KEPT = 3  # the latest documents a conversation's turns see
+DOCUMENT_NOTE = "a document "  # how a user message's ``media`` note names a document (``ChatMedia``)
 
 
 class ConversationDocuments:
@@ -38,6 +39,10 @@ class ConversationDocuments:
         await pipe.execute()
 
     async def prepare(self, turn: Turn) -> None:
+        # Read only for a conversation whose recent messages include a document: other turns cost nothing
+        if not any(m.media and DOCUMENT_NOTE in m.media and m.conversation_id == turn.conversation.id
+                   for m in turn.recent):
+            return
         raw = await self.store.redis.lrange(self._key(turn.conversation.id), 0, -1)
         if not raw:
             return

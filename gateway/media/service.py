@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from gateway.core.errors import GatewayError
 from gateway.core.models import InboundMessage, ModelCallTrace, PromptMessage
 from gateway.core.settings import Settings
-from gateway.media.conversation_documents import ConversationDocuments
+from gateway.media.conversation_documents import DOCUMENT_NOTE, ConversationDocuments
 from gateway.media.documents import ChatDocuments
 from gateway.media.download import Media, MediaDownloader, MediaSource, MediaTooLarge
 from gateway.media.images import data_url
@@ -183,7 +183,7 @@ class ChatMedia:
         made.documents.append((name, text))
         if not made.said:
             made.said.append(f"(the document {name!r})")
-        made.notes.append(f"a document {name!r}, {len(text):,} characters given to the model"
+        made.notes.append(f"{DOCUMENT_NOTE}{name!r}, {len(text):,} characters given to the model"
                           + (f" (cut to SWITCHBOARD_CHAT_DOCUMENT_MAX_TOKENS={self.settings.chat_document_max_tokens})"
                              if cut else ""))
         return None
