@@ -6,10 +6,10 @@ user id); ``GET /{id}`` with another token is refused as Graph refuses it (``OAu
 read receipt with typing indicator, recorded as ``typing``), ``POST /me/messages`` Messenger and
 Instagram ones (a ``sender_action`` body is recorded as ``typing``). A free-form WhatsApp message to a
 number in ``outside_window`` is refused with 131047 as Meta refuses it; a template goes through.
-``GET /{waba_id}/message_templates`` lists ``templates``; ``GET /{media id}`` answers a WhatsApp media item of
-``media`` with its URL (``/media-download/{id}``, fetched with any account's token). Every call is recorded with its JSON body
-and the path; scripted failures answer in Graph's error shape (a scripted ``description`` is the
-error's ``message``, as a vendor that echoes what it was sent would answer).
+``GET /{waba_id}/message_templates`` lists ``templates``; ``GET /{media id}`` answers a WhatsApp media
+item of ``media`` with its URL (``/media-download/{id}``, fetched with any account's token). Every call is
+recorded with its JSON body and the path; scripted failures answer in Graph's error shape (a scripted
+``description`` is the error's ``message``, as a vendor that echoes what it was sent would answer).
 """
 
 from __future__ import annotations
