@@ -68,10 +68,6 @@ class ChatMedia:
         self.llm = llm
         self.kept = kept  # documents stay with their conversation for its later turns
 
-    def reads(self, kind: str) -> bool:
-        """Whether a file of this kind is worth handing here (else the channel answers as before)."""
-        return kind in (*AUDIO, "photo", "document")
-
     async def accept(self, inbound: InboundMessage, sources: Sequence[MediaSource], *,
                      delivery_id: str | None = None, opening: OpeningWrites | None = None) -> Turn | Refused | None:
         """The message as a turn (None: a duplicate), or a polite answer instead; ``delivery_id`` and
