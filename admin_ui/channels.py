@@ -23,13 +23,15 @@ router = APIRouter(prefix=f"{PREFIX}/channels")
 LABELS = {"telegram": "Telegram bot", "slack": "Slack app", "twilio_sms": "Twilio SMS number",
           "twilio_voice": "Twilio voice number", "whatsapp": "WhatsApp (Twilio) sender",
           "whatsapp_cloud": "WhatsApp Cloud API number (Meta)", "messenger": "Facebook Messenger page",
-          "instagram": "Instagram account"}
+          "instagram": "Instagram account", "teams": "Microsoft Teams bot (Azure bot registration)"}
 FIELD_LABELS = {"bot_token": "Bot token", "signing_secret": "Signing secret", "account_sid": "Account SID",
                 "auth_token": "Auth token", "phone_number": "Phone number (+1…)", "sender": "Sender (whatsapp:+1…)",
                 "access_token": "Access token", "page_access_token": "Page access token", "app_secret": "App secret",
                 "phone_number_id": "Phone number ID", "page_id": "Page ID", "ig_user_id": "Instagram account ID",
                 "verify_token": "Webhook verify token (optional: made for you when empty)",
-                "waba_id": "WhatsApp Business Account ID (optional: lists your message templates)"}
+                "waba_id": "WhatsApp Business Account ID (optional: lists your message templates)",
+                "app_id": "Microsoft App ID", "app_password": "Client secret (app password)",
+                "tenant_id": "Tenant ID (optional: only for a single-tenant bot)"}
 DONE = {"added": "Connection added.", "saved": "Changes saved.", "verified": "Verified again.",
         "enabled": "Connection enabled.", "disabled": "Connection disabled: its webhook answers 404.",
         "deleted": "Connection deleted."}

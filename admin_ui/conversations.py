@@ -1,4 +1,4 @@
-"""Conversations: a live list (filters by channel, status and text), each conversation's cross-channel
+"""Conversations: a live list (filters by channel, status, outcome and text), each conversation's cross-channel
 transcript with every agent message's turn trace, and the handoff — "Take over", "Reply" / "Send",
 "Hand back" — through the same ``OperatorDesk`` for every channel. Operators and admins may both do
 all of it. Live updates arrive over SSE (``/admin/conversations/events``); the page script re-reads
@@ -17,6 +17,7 @@ from admin_ui.notices import notice
 from admin_ui.render import TEMPLATES, page
 from admin_ui.security import PREFIX, Signed, check_csrf, signed_in
 from gateway.conversation.listing import STATUSES, Filters
+from gateway.conversation.outcome_index import OUTCOMES
 from gateway.core.errors import GatewayError, NotFound
 from gateway.core.models import Message, Role, TurnTrace
 
@@ -36,7 +37,7 @@ async def conversations(request: Request, signed: Signed = Depends(signed_in)) -
     except GatewayError as exc:
         rows, more = [], False
         problems.append(str(exc))
-    context = {"rows": rows, "more": more, "filters": filters, "statuses": STATUSES,
+    context = {"rows": rows, "more": more, "filters": filters, "statuses": STATUSES, "outcomes": OUTCOMES,
                "channels": sorted(signed.services.pipeline.capabilities), "problems": problems}
     if request.query_params.get("fragment") == "rows":
         return TEMPLATES.TemplateResponse(request, "conversation_rows.html", context)

@@ -18,6 +18,7 @@ from gateway.core.errors import InvalidInput
 from gateway.core.outbound import shown
 from gateway.core.settings import ModelPrice
 from gateway.insight.report import InsightQuery
+from gateway.insight.webhooks import EVENT_TYPES
 
 log = logging.getLogger(__name__)
 WEBHOOK_LOG_SHOWN = 10
@@ -51,6 +52,13 @@ def _share(part: int, whole: int) -> str:
 @router.get("/insights")
 async def insights(request: Request, range: str = "7", agent: str = "", channel: str = "", connection: str = "",
                    signed: Signed = Depends(signed_in)) -> Response:
+    return await insights_page(request, signed, range, agent, channel, connection,
+                               done=request.query_params.get("done"))
+
+
+async def insights_page(request: Request, signed: Signed, range: str = "7", agent: str = "", channel: str = "",
+                        connection: str = "", status_code: int = 200, **extra) -> Response:
+    """The screen; ``extra``: what a webhook form's answer adds (a new secret shown once, an error)."""
     services = signed.services
     assert services.insight is not None
     days = RANGES.get(range, 7)
@@ -82,12 +90,13 @@ async def insights(request: Request, range: str = "7", agent: str = "", channel:
                              "attempts": [{**a, "at": datetime.fromtimestamp(a["at"], UTC).strftime(STAMP)}
                                           for a in tried["attempts"]]})
         await services.insight.price_edits.reload()
-    return page(request, "insights.html", signed, report=report, figures=figures, range=str(range),
+    return page(request, "insights.html", signed, status_code, report=report, figures=figures, range=str(range),
                 webhooks=webhooks, prices=services.insight.prices.rows() if signed.is_admin else [],
                 export_from=query.first.isoformat(), export_to=query.last.isoformat(),
                 ranges=RANGES, filters={"agent": agent, "channel": channel, "connection": connection},
                 per_day=Bars.of([(d["day"], d["conversations"]) for d in report["by_day"]]),
-                per_hour=Bars.of([(f"{h:02d}:00", n) for h, n in enumerate(report["busiest_hours"])]))
+                per_hour=Bars.of([(f"{h:02d}:00", n) for h, n in enumerate(report["busiest_hours"])]),
+                event_types=EVENT_TYPES, **extra)
 
 
 @router.get("/insights/export", response_class=StreamingResponse,

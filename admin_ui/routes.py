@@ -24,6 +24,7 @@ from admin_ui import (
     signin,
     tools,
     topics,
+    webhooks,
 )
 from admin_ui.render import page
 from admin_ui.security import PREFIX, BadCsrf, NotAllowed, SecurityHeaders, SignInRequired, sign_in_url
@@ -81,5 +82,5 @@ def install(app: FastAPI, context: ChannelContext) -> None:
         app.add_exception_handler(error, _console_failures(app.exception_handlers[error]))
     app.mount(f"{PREFIX}/static", StaticFiles(directory=Path(__file__).parent / "static"), name="console-static")
     for module in (signin, overview, operators, channels, topics, kb_jobs, knowledge, inbox, conversations, prompt,
-                   live_data, insights, tools):
+                   live_data, insights, webhooks, tools):
         app.include_router(module.router, default_response_class=HTMLResponse, responses=CONSOLE_RESPONSES)

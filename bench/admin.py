@@ -26,6 +26,7 @@ import tempfile
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -64,31 +65,45 @@ def sentence(rng: random.Random, n: int = 10) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(n))
 
 
+@dataclass(frozen=True)
+class BenchConversation:
+    persona: Persona
+    conversation: Conversation
+    user: Message
+    agent: Message
+    trace: TurnTrace
+
+
+def bench_conversation(i: int, rng: random.Random) -> BenchConversation:
+    """Conversation ``i``: a user message, an agent reply and the turn's trace (with retrieval candidates)."""
+    channel = CHANNELS[i % len(CHANNELS)]
+    persona = Persona(identities=[f"{channel}:bench{i}"], display_name=f"Customer {i}")
+    conversation = Conversation(persona_id=persona.id, channel=channel)
+    user = Message(conversation_id=conversation.id, persona_id=persona.id, role=Role.USER, channel=channel,
+                   text=f"question {i}: {sentence(rng)}")
+    trace = TurnTrace(conversation_id=conversation.id, persona_id=persona.id, channel=channel,
+                      user_message_id=user.id, model="bench-model", total_ms=812.0,
+                      stages=[StageTiming(stage=s, ms=rng.uniform(1, 300)) for s in ("memory", "context", "llm")],
+                      retrieval=RetrievalTrace(strategy="hybrid", selected=[f"topic-{i % 5000}"], candidates=[
+                          CandidateTrace(source=f"topic-{(i + k) % 5000}", score=1 / (k + 1)) for k in range(8)]))
+    agent = Message(conversation_id=conversation.id, persona_id=persona.id, role=Role.AGENT, channel=channel,
+                    text=f"answer {i}: {sentence(rng, 30)}", turn_id=trace.turn_id, delivery=DeliveryStatus.DELIVERED)
+    trace.agent_message_id = agent.id
+    return BenchConversation(persona, conversation, user, agent, trace)
+
+
 async def seed_conversations(store: RedisStore, count: int, rng: random.Random) -> list[str]:
-    """``count`` conversations, each a user message, an agent reply and the turn's trace."""
+    """``count`` conversations (``bench_conversation``), each stored as a turn stores it."""
     ids: list[str] = []
 
     async def one(i: int) -> None:
-        channel = CHANNELS[i % len(CHANNELS)]
-        persona = Persona(identities=[f"{channel}:bench{i}"], display_name=f"Customer {i}")
-        await store.save_persona(persona)
-        conversation = Conversation(persona_id=persona.id, channel=channel)
-        await store.save_conversation(conversation)
-        user = Message(conversation_id=conversation.id, persona_id=persona.id, role=Role.USER, channel=channel,
-                       text=f"question {i}: {sentence(rng)}")
-        await store.add_message(user)
-        trace = TurnTrace(conversation_id=conversation.id, persona_id=persona.id, channel=channel,
-                          user_message_id=user.id, model="bench-model", total_ms=812.0,
-                          stages=[StageTiming(stage=s, ms=rng.uniform(1, 300)) for s in ("memory", "context", "llm")],
-                          retrieval=RetrievalTrace(strategy="hybrid", selected=[f"topic-{i % 5000}"], candidates=[
-                              CandidateTrace(source=f"topic-{(i + k) % 5000}", score=1 / (k + 1)) for k in range(8)]))
-        agent = Message(conversation_id=conversation.id, persona_id=persona.id, role=Role.AGENT, channel=channel,
-                        text=f"answer {i}: {sentence(rng, 30)}", turn_id=trace.turn_id,
-                        delivery=DeliveryStatus.DELIVERED)
-        trace.agent_message_id = agent.id
-        await store.add_message(agent)
-        await store.finish_turn(agent, conversation, trace, store.key("active_convs"))
-        ids.append(conversation.id)
+        made = bench_conversation(i, rng)
+        await store.save_persona(made.persona)
+        await store.save_conversation(made.conversation)
+        await store.add_message(made.user)
+        await store.add_message(made.agent)
+        await store.finish_turn(made.agent, made.conversation, made.trace, store.key("active_convs"))
+        ids.append(made.conversation.id)
 
     for start in range(0, count, 50):
         await asyncio.gather(*(one(i) for i in range(start, min(count, start + 50))))

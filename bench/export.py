@@ -2,9 +2,11 @@
 100,000), JSON lines and CSV, with the gateway's resident memory sampled while it streams.
 
 The gateway runs as a uvicorn subprocess on a Redis of the bench's own (``redis-server`` on a free
-port); the conversations are written through ``RedisStore`` as ``bench/admin.py`` writes them (a user
-message, an agent reply and its trace each). RSS is read from ``/proc/<pid>/status`` every 50 ms.
-Target (issue 41): the gateway's RSS grows < 100 MB while it streams.
+port); the conversations are ``bench/admin.py``'s (a user message, an agent reply and its trace each, one
+in three with an outcome), written with ``RedisStore``'s own ``*_into`` writes (the keys a turn writes,
+the search index among them) in pipelines of 250 conversations, so 100,000 are stored in minutes. RSS is
+read from ``/proc/<pid>/status`` every 50 ms. Target (issue 41): the gateway's RSS grows < 100 MB while it
+streams.
 
     python bench/export.py [--conversations N]
 """
@@ -30,12 +32,40 @@ from redis.asyncio import Redis
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.admin import seed_conversations, wait_ready  # noqa: E402
+from bench.admin import bench_conversation, wait_ready  # noqa: E402
 from bench.harness import free_port, wait_port  # noqa: E402
+from gateway.conversation.outcome_index import OUTCOMES, OutcomeIndex  # noqa: E402
+from gateway.conversation.search import INDEX_VERSION  # noqa: E402
 from gateway.conversation.store import RedisStore  # noqa: E402
+from gateway.insight.counters import Dims  # noqa: E402
+
+PIPELINE = 250  # conversations a round trip
 
 AGENT = "benchexport"
 FROM = (datetime.now(UTC) - timedelta(days=30)).date().isoformat()  # the seeded conversations are from now
+
+
+async def seed(store: RedisStore, count: int, rng: random.Random) -> None:
+    """``count`` conversations, pipelined; the search index is marked built, as the gateway's backfill
+    would mark it (every message was indexed as it was stored)."""
+    index, outcomes = OutcomeIndex(store), list(OUTCOMES)
+    pipe = store.redis.pipeline(transaction=False)
+    for i in range(count):
+        made = bench_conversation(i, rng)
+        pipe.set(store.key("persona", made.persona.id), made.persona.model_dump_json())
+        store.save_conversation_into(pipe, made.conversation)
+        store.add_message_into(pipe, made.user)
+        store.add_message_into(pipe, made.agent)
+        store.save_trace_into(pipe, made.trace)
+        if i % 3 == 0:  # an outcome, as insight flags it (the export's outcome column)
+            outcome = outcomes[i % len(outcomes)]
+            flags = store.key("insight", "conv", made.conversation.id)
+            pipe.hset(flags, mapping={"dims": Dims.of(None, made.conversation.channel, None).suffix, outcome: 1})
+            index.add_into(pipe, outcome, made.conversation.id, made.agent.created_at.timestamp(), 14 * 86_400)
+        if (i + 1) % PIPELINE == 0:
+            await pipe.execute()
+    pipe.set(store.key("search", "built"), INDEX_VERSION)
+    await pipe.execute()
 
 
 def rss_mb(pid: int) -> float:
@@ -104,12 +134,12 @@ def main() -> int:
         wait_port(redis_port)
         started = time.perf_counter()
 
-        async def seed() -> None:
+        async def stored() -> None:
             redis = Redis.from_url(redis_url)
-            await seed_conversations(RedisStore(redis, AGENT), args.conversations, random.Random(7))
+            await seed(RedisStore(redis, AGENT), args.conversations, random.Random(7))
             await redis.aclose()
 
-        asyncio.run(seed())
+        asyncio.run(stored())
         print(f"stored {args.conversations:,} conversations in {time.perf_counter() - started:.1f} s")
         base = f"http://127.0.0.1:{port}"
         gateway = subprocess.Popen(

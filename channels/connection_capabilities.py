@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from gateway.channel import Capabilities, Settings
 
-__all__ = ["CAPABILITIES", "INSTAGRAM", "MESSENGER", "SLACK", "TELEGRAM", "TWILIO_SMS", "TWILIO_VOICE", "WHATSAPP",
-           "WHATSAPP_CLOUD", "relay_capabilities"]
+__all__ = ["CAPABILITIES", "INSTAGRAM", "MESSENGER", "SLACK", "TEAMS", "TELEGRAM", "TWILIO_SMS", "TWILIO_VOICE",
+           "WHATSAPP", "WHATSAPP_CLOUD", "relay_capabilities"]
 
 TELEGRAM = Capabilities(max_length=4096, markup="html", typing=True, edit=True)
 SLACK = Capabilities(max_length=40_000, markup="mrkdwn")
@@ -21,9 +21,13 @@ TWILIO_VOICE = Capabilities(max_length=4000, markup="plain", voice=True, rag_mod
 WHATSAPP_CLOUD = Capabilities(max_length=4096, markup="plain", citations="drop", typing=True, templates=True)
 MESSENGER = Capabilities(max_length=2000, markup="plain", citations="drop", typing=True)
 INSTAGRAM = Capabilities(max_length=1000, markup="plain", citations="drop", typing=True)
+# Teams takes about 28 KB in one activity (text and cards together) and shows a subset of Markdown; the
+# footnoted sources become an Adaptive Card under the reply (channels/teams/cards.py)
+TEAMS = Capabilities(max_length=20_000, markup="markdown", typing=True)
 
 CAPABILITIES = {"telegram": TELEGRAM, "slack": SLACK, "twilio_sms": TWILIO_SMS, "twilio_voice": TWILIO_VOICE,
-                "whatsapp": WHATSAPP, "whatsapp_cloud": WHATSAPP_CLOUD, "messenger": MESSENGER, "instagram": INSTAGRAM}
+                "whatsapp": WHATSAPP, "whatsapp_cloud": WHATSAPP_CLOUD, "messenger": MESSENGER, "instagram": INSTAGRAM,
+                "teams": TEAMS}
 
 
 def relay_capabilities(settings: Settings) -> Capabilities:

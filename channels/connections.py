@@ -52,10 +52,12 @@ CONNECTION_MODULES: dict[str, tuple[str, str, tuple[str, ...]]] = {
                                                    "/channels/whatsapp/{connection_id}/status")),
     "twilio_voice": ("channels.twilio.voice_connection", "twilio_voice", (
         "/channels/twilio/{connection_id}/voice", "/channels/twilio/{connection_id}/voice/turn",
-        "/channels/twilio/{connection_id}/voice/status", "/channels/twilio/{connection_id}/voice/relay-ended")),
+        "/channels/twilio/{connection_id}/voice/status", "/channels/twilio/{connection_id}/voice/relay-ended",
+        "/channels/twilio/{connection_id}/voice/whisper")),
     "whatsapp_cloud": ("channels.meta.whatsapp", "whatsapp_cloud", ("/channels/meta/{connection_id}/whatsapp",)),
     "messenger": ("channels.meta.messenger", "messenger", ("/channels/meta/{connection_id}/messenger",)),
     "instagram": ("channels.meta.instagram", "instagram", ("/channels/meta/{connection_id}/instagram",)),
+    "teams": ("channels.teams.connection", "teams", ("/channels/teams/{connection_id}/messages",)),
 }
 # kind -> its WebSocket paths: a voice connection's ConversationRelay calls (their channel is ``twilio_relay``)
 CONNECTION_SOCKETS: dict[str, tuple[str, ...]] = {"twilio_voice": ("/channels/twilio/{connection_id}/relay",)}
@@ -298,6 +300,7 @@ DOCS = {  # webhook path -> its operation in webhook_docs
     "/channels/twilio/{connection_id}/voice/status": "TWILIO_STATUS",
     "/channels/meta/{connection_id}/whatsapp": "META_WHATSAPP", "/channels/meta/{connection_id}/messenger": "META_PAGE",
     "/channels/meta/{connection_id}/instagram": "META_INSTAGRAM",
+    "/channels/teams/{connection_id}/messages": "TEAMS_ACTIVITY",
 }
 
 

@@ -3,7 +3,8 @@ a voice note past the caps): recorded in the transcript as a safe description an
 text — no turn, no model call. ``media_turn_work`` is what a channel does with the gateway's media
 service's outcome (issue 44): the turn it made, or such an answer.
 
-The description never carries a vendor URL that grants access to the file.
+Used by every messaging kind for media it does not read (Teams, Messenger and Instagram: all of theirs). The
+description never carries a vendor URL that grants access to the file.
 """
 
 from __future__ import annotations

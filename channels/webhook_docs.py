@@ -91,6 +91,17 @@ META_WHATSAPP = _meta("WhatsApp Cloud API delivery: messages and statuses (a con
                       "whatsapp_business_account", "changes")
 META_PAGE = _meta("Messenger delivery: messages, postbacks, deliveries (a connection)", "page", "messaging")
 META_INSTAGRAM = _meta("Instagram messaging delivery: messages, reads (a connection)", "instagram", "messaging")
+TEAMS_ACTIVITY = webhook_operation(
+    "Bot Framework activity from Microsoft Teams (a connection): messages are queued, other activities acknowledged",
+    body={"application/json": {"type": "object", "required": ["type", "serviceUrl"], "properties": {
+        "type": _STRING, "id": _STRING, "serviceUrl": _STRING, "channelId": _STRING, "text": _STRING,
+        "from": {"type": "object"}, "conversation": {"type": "object"}, "recipient": {"type": "object"},
+        "entities": {"type": "array"}}}},
+    headers={"Authorization": "Bearer <the Bot Connector's JWT: issuer and keys from the OpenID metadata, "
+                              "audience the connection's app id, serviceurl claim the activity's serviceUrl>"},
+    answers={"200": {"description": "Queued, a duplicate, or nothing to answer",
+                     "content": {"application/json": {"schema": {"type": "object"}}}}},
+)
 _CONNECTION_ID = {"name": "connection_id", "in": "path", "required": True, "schema": {"type": "string"},
                   "description": "The connection's id (GET /api/connections); unknown or disabled: 404"}
 

@@ -49,7 +49,7 @@ from gateway.core.client_address import ClientAddresses
 from gateway.core.clock import Clock
 from gateway.core.command import cli_command
 from gateway.core.errors import GatewayError
-from gateway.core.events import AttributeChanged, ConversationEnded, ConversationStarted, EventBus
+from gateway.core.events import AttributeChanged, ConversationEnded, ConversationStarted, EventBus, TurnCompleted
 from gateway.core.metrics import Metrics
 from gateway.core.outbound import OutboundPolicy, Resolver, system_resolver
 from gateway.core.outbound_client import FetchLimits, GuardedClient
@@ -137,6 +137,9 @@ class ChannelContext:
     rate_limits: RateLimits | None = None  # web chat's sessions and messages (README: Rate limits)
     visitors: list[VisitorCheck] = field(default_factory=list)  # who may rate a reply (insight, issue 41)
     feedback: Feedback | None = None  # ratings from the channels' buttons (insight, issue 41)
+    # the customer left before a finished turn's reply reached them (a caller who hung up before it was
+    # spoken): counts the conversation ``abandoned`` once (insight, issue 41); given the conversation id
+    left_after_turn: Callable[[str], Awaitable[None]] | None = None
     # conn (issue 28): connections the webhooks route by, and each kind's vendor check (channels fill it)
     connections: ConnectionStore | None = None
     connection_verifiers: dict[str, ConnectionVerifier] = field(default_factory=dict)
@@ -290,6 +293,7 @@ class Services:
             pipeline.turn_writes.append(insight.csat.turn_into)
             pipeline.intercepts.append(insight.csat.take)
         events.subscribe(ConversationEnded, insight.outcomes.on_conversation_ended)
+        events.subscribe(TurnCompleted, insight.outcomes.on_turn_completed)  # outcomes on /metrics
         services = cls(
             settings=settings,
             redis=redis,
@@ -336,6 +340,10 @@ class Services:
         services.desk = OperatorDesk(settings, store, handoffs, services.inbox, services.inbox_handlers,
                                      services.direct_sinks, pipeline.capabilities)
         services.insight = insight
+        # model calls made in jobs, outside a turn's task (issue 41: cost): the voice retrieval job's, the live
+        # data summary's and the conversation meta extraction's
+        rag.record_usage = live.data_injection.record_usage = live.conversation_meta.record_usage = \
+            insight.usage.record
         insight.insights.encoder = lambda: knowledge.dense  # gaps merged by meaning
         webhook_delivery = WebhookDelivery(settings, insight.webhooks, tool_policy, redis_url,
                                            {insight.price_edits.changes_channel: insight.price_edits.reload})
@@ -465,6 +473,7 @@ class Services:
             connection_verifiers=self.connections.verifiers if self.connections else {},
             visitors=self.visitors, environment_connections=environment_connections(self.settings),
             feedback=self.insight.feedback if self.insight else None, media=self.media,
+            left_after_turn=self.insight.outcomes.left_after_turn if self.insight else None,
         )
 
     async def start(self) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
@@ -20,6 +20,8 @@ log = logging.getLogger(__name__)
 EmbeddingProvider = Literal["fastembed", "openai", "none"]
 DEFAULT_FASTEMBED_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_OPENAI_MODEL = "text-embedding-3-small"
+# Told each embeddings call's model and the prompt tokens its endpoint reported (a cost meter's hook).
+UsageHook = Callable[[str, int], None]
 
 
 @runtime_checkable
@@ -96,10 +98,12 @@ class OpenAIEncoder:
         api_key: str | None = None,
         dimension: int | None = None,
         client: openai.AsyncOpenAI | None = None,
+        on_usage: UsageHook | None = None,
     ) -> None:
         self._client = client or openai.AsyncOpenAI(base_url=base_url, api_key=api_key)
         self._model = model
         self._dimension = dimension
+        self._on_usage = on_usage
 
     @property
     def signature(self) -> str:
@@ -117,6 +121,9 @@ class OpenAIEncoder:
             response = await self._client.embeddings.create(model=self._model, input=list(texts))
         except openai.OpenAIError as exc:
             raise EncoderUnavailable(f"embedding endpoint failed: {exc}") from exc
+        usage = getattr(response, "usage", None)
+        if self._on_usage is not None and usage is not None and usage.prompt_tokens:
+            self._on_usage(self._model, usage.prompt_tokens)
         ordered = sorted(response.data, key=lambda item: item.index)
         return [list(item.embedding) for item in ordered]
 
@@ -190,13 +197,16 @@ def build_dense_encoder(
     dimension: int | None = None,
     threads: int | None = None,
     executor: Executor | None = None,
+    on_usage: UsageHook | None = None,
 ) -> DenseEncoder | None:
     """The configured dense encoder, or None for sparse-only retrieval. A model that cannot be
-    loaded is logged once and degrades to sparse-only instead of failing startup."""
+    loaded is logged once and degrades to sparse-only instead of failing startup. ``on_usage``: told the
+    tokens an OpenAI-compatible endpoint reports (fastembed runs locally and reports none)."""
     if provider == "none":
         return None
     if provider == "openai":
-        return OpenAIEncoder(model or DEFAULT_OPENAI_MODEL, base_url=base_url, api_key=api_key, dimension=dimension)
+        return OpenAIEncoder(model or DEFAULT_OPENAI_MODEL, base_url=base_url, api_key=api_key, dimension=dimension,
+                             on_usage=on_usage)
     if provider == "fastembed":
         name = model or DEFAULT_FASTEMBED_MODEL
         try:

@@ -8,8 +8,13 @@ another is refused. Each final ``prompt`` runs one turn of the shared pipeline (
 by default, the handoff gate, traces, memory). The model's deltas go back as ``text`` tokens in whole
 words, markdown and citation markers stripped, so the caller hears the first words while the model still
 writes. An ``interrupt`` (the caller barged in) cancels the model's stream at once and stores only what
-the caller heard. A request for a person ends the session with ``handoffData``; the ``<Connect action>``
-webhook then dials ``SWITCHBOARD_TWILIO_HANDOFF_NUMBER`` (``channels.twilio.voice``). A socket is bounded:
+the caller heard. Keys the caller presses (``dtmf``) are a turn's text, ``[pressed 1]`` (``channels.twilio.keypad``).
+Until the caller's language is known, each utterance is checked against ``SWITCHBOARD_TWILIO_RELAY_LANGUAGES``
+and one in another of them switches the call (a ``language`` message); the model is told to answer in it
+(``channels.twilio.caller_language``). A request for a person ends the session with ``handoffData`` carrying
+a two-line summary of the call (``channels.twilio.call_summary``, also kept with the handoff for the console);
+the ``<Connect action>`` webhook then dials ``SWITCHBOARD_TWILIO_HANDOFF_NUMBER``, whispering the summary to
+the person before the caller is connected (``channels.twilio.voice``). A socket is bounded:
 a setup deadline, an idle limit, caps on sockets per caller and in all, a frame size, a prompt length.
 """
 
@@ -18,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 import uuid
 import weakref
 from contextlib import suppress
@@ -28,13 +32,16 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from twilio.request_validator import RequestValidator
 
 from channels.connection_capabilities import relay_capabilities
+from channels.twilio.call_summary import CallTranscript
+from channels.twilio.caller_language import CallLanguage, parse_languages
+from channels.twilio.keypad import Keypad
 from channels.twilio.line import Line
+from channels.twilio.relay_sink import CHANNEL, MAX_WORD_CHARS, RelaySink, speakable
 from channels.twilio.relay_tickets import RELAY_PATH, TICKET_PARAM, RelayTicket, RelayTickets, relay_url
 from gateway.channel import (
     ChannelContext,
-    DeliveryReport,
     InvalidJSON,
-    ToolEvent,
+    Turn,
     decode_json,
 )
 
@@ -43,124 +50,11 @@ __all__ = ["CHANNEL", "MAX_TURNS_IN_FLIGHT", "MAX_WORD_CHARS", "RELAY_PATH", "Re
 
 log = logging.getLogger(__name__)
 
-CHANNEL = "twilio_relay"
 SIGNATURE_HEADER = "x-twilio-signature"
-_MARKUP = re.compile(r"\[\d+\]|[*_`#>]+|\[([^\]]*)\]\([^)]*\)")
-_HANDOFF_DATA = json.dumps({"reason": "the caller asked for a person", "reasonCode": "live-agent-handoff"})
-MAX_WORD_CHARS = 64  # a "word" longer than this (no space in sight) is spoken as it stands
+HANDOFF_REASON_CODE = "live-agent-handoff"
 MAX_TURNS_IN_FLIGHT = 3  # a call's replies still running (cut or not); a prompt past them is refused
 # close codes (RFC 6455): the reason goes with them
 CLOSE_IDLE, CLOSE_POLICY, CLOSE_BAD_DATA, CLOSE_TOO_BIG, CLOSE_TRY_LATER = 1000, 1008, 1007, 1009, 1013
-
-
-def speakable(text: str) -> str:
-    """Text as it should be spoken: no markdown emphasis, headings or citation markers; links read as
-    their words."""
-    return _MARKUP.sub(lambda match: match.group(1) or "", text)
-
-
-class _Words:
-    """Deltas in, whole words out: a token ends at whitespace, so speech never breaks inside a word. What
-    waits for its word's end is bounded: past ``MAX_WORD_CHARS`` without a space it goes out as it is."""
-
-    def __init__(self) -> None:
-        self.pending = ""
-
-    def feed(self, delta: str) -> str:
-        self.pending += delta
-        cut = max(self.pending.rfind(" "), self.pending.rfind("\n"))
-        if cut < 0:
-            if len(self.pending) <= MAX_WORD_CHARS:
-                return ""
-            cut = len(self.pending) - 1
-        ready, self.pending = self.pending[: cut + 1], self.pending[cut + 1:]
-        return speakable(ready)
-
-    def rest(self) -> str:
-        ready, self.pending = self.pending, ""
-        return speakable(ready)
-
-
-FILLER = "One moment while I check. "  # said once a turn when a tool call runs longer than FILLER_AFTER_S
-FILLER_AFTER_S = 1.0
-
-
-class RelaySink:
-    """Speaks a turn's reply on the call's socket; stops at once when the caller interrupts. A tool call
-    still running after ``FILLER_AFTER_S`` makes the caller hear ``FILLER`` (once: the sink is the turn's),
-    so the line is not silent; it is not part of the reply (not stored as said)."""
-
-    streaming = True
-    channel = CHANNEL
-
-    def __init__(self, ws: WebSocket) -> None:
-        self.ws = ws
-        self.words = _Words()
-        self.spoken = ""  # every token sent, for a socket that drops mid-reply
-        self.heard = ""  # what the caller heard before cutting in (Twilio's utteranceUntilInterrupt)
-        self.interrupted = asyncio.Event()
-        self.streamed = False
-        self.left = False  # the caller hung up before the reply was finished (insight: abandoned)
-        self.running_tools = 0
-        self.filler: asyncio.Task | None = None  # waiting to say FILLER; done once said (or not needed)
-
-    async def tool_event(self, event: ToolEvent) -> None:
-        self.running_tools += 1 if event.kind == "call" else -1
-        if event.kind == "call" and self.filler is None:
-            self.filler = asyncio.ensure_future(self._fill())
-        elif self.running_tools <= 0 and self.filler is not None and not self.filler.done():
-            self.filler.cancel()
-            self.filler = None  # a later call this turn may still need it
-
-    async def _fill(self) -> None:
-        await asyncio.sleep(FILLER_AFTER_S)
-        if self.running_tools > 0 and not self.interrupted.is_set():
-            with suppress(WebSocketDisconnect, RuntimeError):
-                await self.ws.send_json({"type": "text", "token": FILLER, "last": False})
-
-    async def _send(self, token: str, last: bool) -> None:
-        if self.interrupted.is_set():
-            return
-        said = self.spoken
-        self.spoken += token  # counted as it goes: a cut while it is on its way keeps it
-        try:
-            await self.ws.send_json({"type": "text", "token": token, "last": last})
-        except (WebSocketDisconnect, RuntimeError):
-            self.spoken = said  # it did not go out
-            raise
-
-    async def delta(self, text: str) -> None:
-        self.streamed = True
-        token = self.words.feed(text)
-        if token.strip():
-            try:
-                await self._send(token, last=False)
-            except (WebSocketDisconnect, RuntimeError):
-                # The socket closed under the reply before the call's loop saw it close: the reply ends with what
-                # went out, as when the caller cuts in. (Raised into the model's stream, it failed the reply and
-                # the transcript kept the fallback message instead of what the caller heard.)
-                self.cut(None)
-
-    async def deliver(self, text: str) -> DeliveryReport:
-        if self.filler is not None and not self.filler.done():
-            self.filler.cancel()
-        if self.interrupted.is_set():  # what was heard is stored, marked interrupted; nothing more is said
-            return DeliveryReport(delivered=True, interrupted=True, left=self.left)
-        tail = self.words.rest() if self.streamed else speakable(text)
-        try:
-            await self._send(tail, last=True)
-        except (WebSocketDisconnect, RuntimeError) as exc:  # the call's socket went away
-            return DeliveryReport(delivered=False, error=f"relay socket closed: {exc}", retryable=False, left=True)
-        return DeliveryReport(delivered=True)
-
-    def cut(self, heard: str | None) -> None:
-        self.heard = heard if heard is not None else self.spoken
-        self.interrupted.set()
-
-    def hang_up(self) -> None:
-        """The call's socket closed while this reply was being spoken: the caller left mid-answer."""
-        self.left = True
-        self.cut(None)
 
 
 @dataclass
@@ -173,6 +67,9 @@ class _Call:
     task: asyncio.Task | None = None
     tasks: set[asyncio.Task] = field(default_factory=set)
     expected: asyncio.Task | None = None  # the caller's persona, resolved while the welcome greeting plays
+    language: CallLanguage | None = None  # what recognition and voice speak now, and whether it is settled
+    keypad: Keypad | None = None
+    transcript: CallTranscript = field(default_factory=CallTranscript)  # for a transfer's summary
 
 
 class _OpenSockets:
@@ -250,7 +147,8 @@ class TwilioRelayAdapter:
             await ws.close(code=CLOSE_POLICY)  # before the accept: the upgrade is refused (403)
             return
         await ws.accept()
-        call = _Call(ticket=ticket, line=line)
+        call = _Call(ticket=ticket, line=line, language=CallLanguage(
+            self.settings.voice_language, parse_languages(self.settings.twilio_relay_languages)))
         refused = self.open.take(ticket.caller)
         if refused is not None:
             await self._close(ws, call, CLOSE_TRY_LATER, refused, "capacity")
@@ -261,12 +159,16 @@ class TwilioRelayAdapter:
             self.open.release(ticket.caller)
 
     async def _serve(self, ws: WebSocket, call: _Call) -> None:
+        call.keypad = Keypad(self.settings.twilio_relay_dtmf_window_s, lambda text: self._keys(ws, call, text))
         try:
             while (raw := await self._receive(ws, call)) is not None and await self._message(ws, call, raw):
                 pass
         except WebSocketDisconnect:
             pass
         finally:
+            keypad, call.keypad = call.keypad, None  # it refers to the call: no cycle left for the collector
+            if keypad is not None:
+                await keypad.close()
             if call.sink is not None and call.task is not None and not call.task.done():
                 call.sink.hang_up()  # the transcript keeps what was said; nothing is said again
             running = [*call.tasks, *([call.expected] if call.expected is not None else [])]
@@ -330,13 +232,15 @@ class TwilioRelayAdapter:
         if kind == "setup":
             return await self._setup(ws, call, message)
         if kind == "prompt":
-            self._prompt(ws, call, message)
+            await self._prompt(ws, call, message)
+        elif kind == "dtmf":
+            await self._dtmf(call, message)
         elif kind == "interrupt":
             if call.sink is not None:
                 heard = message.get("utteranceUntilInterrupt")
                 call.sink.cut(str(heard) if heard is not None else None)
-        elif kind in ("dtmf", "info"):
-            log.info("relay %s on call %s: %s", kind, call.sid, message.get("digit", ""))
+        elif kind == "info":
+            log.debug("relay info on call %s", call.sid)
         elif kind == "error":
             log.warning("relay error on call %s: %.200s", call.sid, message.get("description", message))
         else:
@@ -358,7 +262,7 @@ class TwilioRelayAdapter:
             call.expected = asyncio.ensure_future(self._expect(call))  # not a reply: not in ``tasks``' bound
         return True
 
-    def _prompt(self, ws: WebSocket, call: _Call, message: dict) -> None:
+    async def _prompt(self, ws: WebSocket, call: _Call, message: dict) -> None:
         if message.get("last", True) is not True:
             return  # partial transcripts: act on the final one
         text = str(message.get("voicePrompt") or "").strip()
@@ -370,6 +274,28 @@ class TwilioRelayAdapter:
             self.context.metrics.rejected.labels(CHANNEL, "too_long").inc()
             log.warning("relay prompt refused on call %s: %d characters; the limit is %d", call.sid, len(text), limit)
             return
+        await self._follow_language(ws, call, text, message.get("lang"))
+        self._start(ws, call, text)
+
+    async def _dtmf(self, call: _Call, message: dict) -> None:
+        if call.sid is None or call.keypad is None:
+            log.warning("relay dtmf ignored: no setup yet")
+        elif not await call.keypad.press(str(message.get("digit") or "")):
+            log.warning("relay dtmf ignored on call %s: not a phone key", call.sid)
+
+    async def _keys(self, ws: WebSocket, call: _Call, text: str) -> None:
+        """The keys the caller pressed (``[pressed 1]``), answered as if said."""
+        self._start(ws, call, text)
+
+    async def _follow_language(self, ws: WebSocket, call: _Call, text: str, lang: object) -> None:
+        """An utterance in another of the line's languages switches recognition and voice to it."""
+        choice = call.language.heard(text, lang if isinstance(lang, str) else None) if call.language else None
+        if choice is not None:
+            log.info("relay call %s: the caller speaks %s (%s); switching", call.sid, choice.code, choice.why)
+            await ws.send_json({"type": "language", "ttsLanguage": choice.code, "transcriptionLanguage": choice.code})
+
+    def _start(self, ws: WebSocket, call: _Call, text: str) -> None:
+        """One turn for what the caller said (or pressed); the reply still speaking stops here."""
         if len(call.tasks) >= MAX_TURNS_IN_FLIGHT:  # prompts faster than replies can even stop
             self.context.metrics.rejected.labels(CHANNEL, "busy").inc()
             log.warning("relay prompt refused on call %s: %d replies of this call are still running",
@@ -396,15 +322,32 @@ class TwilioRelayAdapter:
             turn = await self.context.pipeline.accept(inbound, rag_mode=self.capabilities.rag_mode)
             if turn is None:
                 return
-            if not self.capabilities.handoff and self._asks_for_person(text):
+            asks_for_person = self._asks_for_person(text)
+            if not self.capabilities.handoff and asks_for_person:
                 turn.answer = self.settings.twilio_handoff_unavailable  # no one to transfer to: no model either
+            if call.language is not None and call.language.name:
+                turn.prompt_variables["caller_language"] = call.language.name
+            call.transcript.caller(text)
             outcome = await self.context.pipeline.run(turn, call.line.sink(sink, self.context))
-            if outcome.turn.trace.handoff and not sink.interrupted.is_set():
-                await ws.send_json({"type": "end", "handoffData": _HANDOFF_DATA})
+            if not outcome.turn.trace.handoff:  # "I'm passing you to a colleague" is no part of the summary
+                call.transcript.assistant(sink.heard if sink.interrupted.is_set() else outcome.sent_text or "")
+            elif not sink.interrupted.is_set():
+                data = await self._handoff_data(call, outcome.turn, asks_for_person)
+                await ws.send_json({"type": "end", "handoffData": data})
         except (WebSocketDisconnect, RuntimeError):  # the socket closed under the reply
             log.info("relay call %s: the socket closed during a reply", call.sid)
         except Exception:  # the top of a call's turn: log it; the caller hears nothing more for this prompt
             log.exception("relay turn failed on call %s", call.sid)
+
+    async def _handoff_data(self, call: _Call, turn: Turn, asked_for_person: bool) -> str:
+        """The ``end``'s ``handoffData``: why, and the two lines the operator hears before the caller
+        (``channels.twilio.call_summary``), also kept with the handoff for the console."""
+        summary, question = call.transcript.summary(call.caller, asked_for_person=asked_for_person)
+        handoffs = self.context.pipeline.handoffs
+        if handoffs is not None:
+            await handoffs.note_summary(turn.conversation.id, f"{summary}\n{question}")
+        return json.dumps({"reason": turn.trace.handoff or "the caller asked for a person",
+                           "reasonCode": HANDOFF_REASON_CODE, "summary": summary, "question": question})
 
     def _asks_for_person(self, text: str) -> bool:
         spoken = " ".join(text.lower().split())

@@ -76,6 +76,7 @@ class CallWebhook(BaseModel):
     direction: str | None = Field(default=None, alias="Direction")
     speech_result: str | None = Field(default=None, alias="SpeechResult")
     confidence: float | None = Field(default=None, alias="Confidence")
+    digits: str | None = Field(default=None, alias="Digits")  # keys pressed in a <Gather input="dtmf">
 
 
 async def verified_form(request: Request, context: ChannelContext, channel: str,

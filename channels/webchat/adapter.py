@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from importlib import resources
 
@@ -58,20 +59,22 @@ def _static(name: str) -> str:
 
 
 class _CollectingSink:
-    """REST: the reply is the HTTP response, so delivery is collecting it."""
+    """REST: the reply is the HTTP response, so delivery is collecting it. A client that disconnected before
+    then left mid-answer (``gone``: the request's ``is_disconnected``); the reply is stored all the same."""
 
     streaming = False
     channel = CHANNEL
 
-    def __init__(self) -> None:
+    def __init__(self, gone: Callable[[], Awaitable[bool]] | None = None) -> None:
         self.text: str | None = None
+        self.gone = gone
 
     async def delta(self, text: str) -> None:  # pragma: no cover - not streaming
         pass
 
     async def deliver(self, text: str) -> DeliveryReport:
         self.text = text
-        return DeliveryReport(delivered=True)
+        return DeliveryReport(delivered=True, left=bool(self.gone and await self.gone()))
 
 
 class _SocketSink:
@@ -262,8 +265,10 @@ class WebChatAdapter:
         """One more message from ``address`` in ``session``, or 429 past either limit."""
         await self.limits.take_webchat_message(address, session.limit_key)
 
-    async def post_message(self, session: WebSession, body: ChatMessageIn) -> dict:
-        return await self.answer(session, body, _CollectingSink())
+    async def post_message(self, session: WebSession, body: ChatMessageIn,
+                           gone: Callable[[], Awaitable[bool]] | None = None) -> dict:
+        """Answer a ``POST``ed message; ``gone``: whether its client has disconnected (then: abandoned)."""
+        return await self.answer(session, body, _CollectingSink(gone))
 
     async def _sweep(self) -> None:
         """Answer turns whose process died (their replies then show in the transcript)."""
@@ -366,7 +371,7 @@ class WebChatAdapter:
         async def post_message(session_id: str, request: Request) -> dict:
             # The token is checked before the body is read: a stranger's request costs no parsing.
             session = await adapter.authenticate(session_id, bearer_token(request), client_address(request))
-            return await adapter.post_message(session, _message_body(await request.body()))
+            return await adapter.post_message(session, _message_body(await request.body()), request.is_disconnected)
 
         @router.post(VOICE_PATH, openapi_extra={"requestBody": {"required": True, "content": {
             "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}})

@@ -16,7 +16,7 @@ __all__ = ["DEFAULT_ID", "KINDS", "META_KINDS", "OPTIONAL", "REQUIRED", "SECRET_
            "ConnectionStatus", "Kind", "environment_connections", "is_connection_id", "mask", "webhook_path"]
 
 Kind = Literal["telegram", "slack", "twilio_sms", "twilio_voice", "whatsapp", "whatsapp_cloud", "messenger",
-               "instagram"]
+               "instagram", "teams"]
 KINDS: tuple[str, ...] = get_args(Kind)
 DEFAULT_ID = "default"  # the environment-configured channels, listed read-only
 # What ``Connection.id`` makes (12 hex digits). Anything else names no connection and is refused before
@@ -33,6 +33,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "whatsapp_cloud": ("access_token", "phone_number_id", "app_secret"),
     "messenger": ("page_access_token", "page_id", "app_secret"),
     "instagram": ("access_token", "ig_user_id", "app_secret"),
+    "teams": ("app_id", "app_password"),  # the Azure bot registration's Microsoft App ID and client secret
 }
 # What an operator may give besides (Meta's webhook verify token is made by the gateway when not given; the
 # WhatsApp Business Account id lets the console list the account's message templates).
@@ -40,12 +41,14 @@ OPTIONAL: dict[str, tuple[str, ...]] = {
     "whatsapp_cloud": ("verify_token", "waba_id"),
     "messenger": ("verify_token",),
     "instagram": ("verify_token",),
+    "teams": ("tenant_id",),  # a single-tenant bot's directory: its token is asked of that tenant
 }
 META_KINDS = frozenset({"whatsapp_cloud", "messenger", "instagram"})
 # Shown masked (last 4 characters) everywhere; the rest (a phone number, a WhatsApp sender, a page id, the
 # verify token the operator pastes into Meta's app) is an address or meant to be shown.
 SECRET_FIELDS = frozenset({"bot_token", "signing_secret", "auth_token", "account_sid", "webhook_secret",
-                           "access_token", "page_access_token", "app_secret"})
+                           "access_token", "page_access_token", "app_secret",
+                           "app_password"})
 
 _PATHS = {
     "telegram": "/channels/telegram/{id}/webhook",
@@ -56,6 +59,7 @@ _PATHS = {
     "whatsapp_cloud": "/channels/meta/{id}/whatsapp",
     "messenger": "/channels/meta/{id}/messenger",
     "instagram": "/channels/meta/{id}/instagram",
+    "teams": "/channels/teams/{id}/messages",
 }
 
 

@@ -13,7 +13,8 @@ __all__ = ["State", "VENDORS", "describe"]
 
 State = Literal["environment", "enabled", "disabled", "check_failed"]
 VENDORS = {"telegram": "Telegram", "slack": "Slack", "twilio_sms": "Twilio", "twilio_voice": "Twilio",
-           "whatsapp": "Twilio", "whatsapp_cloud": "Meta", "messenger": "Meta", "instagram": "Meta"}
+           "whatsapp": "Twilio", "whatsapp_cloud": "Meta", "messenger": "Meta", "instagram": "Meta",
+           "teams": "Microsoft"}
 
 
 def _at(moment: datetime) -> str:

@@ -36,6 +36,12 @@ redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[2])
 return 1
 """
+# KEYS: state. ARGV: summary. Only while the conversation is handed off (a summary never makes one).
+_NOTE_SUMMARY = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'summary', ARGV[1])
+return 1
+"""
 # KEYS: state, index. ARGV: conversation id, operator, now. Refuses another operator's conversation.
 _TAKE_OVER = """
 local holder = redis.call('HGET', KEYS[1], 'operator')
@@ -55,6 +61,7 @@ class Handoff:
     since: float
     touched: float
     reason: str | None = None
+    summary: str | None = None  # what the person taking over should know first (a phone transfer's two lines)
 
 
 class Handoffs:
@@ -65,6 +72,7 @@ class Handoffs:
         self._release_gate = self.redis.register_script(_RELEASE_GATE)
         self._hand_back = self.redis.register_script(_HAND_BACK)
         self._take_over = self.redis.register_script(_TAKE_OVER)
+        self._note_summary = self.redis.register_script(_NOTE_SUMMARY)
 
     def _state_key(self, conversation_id: str) -> str:
         return self.store.key("handoff", conversation_id)
@@ -123,6 +131,14 @@ class Handoffs:
         await pipe.execute()
         await self._announce(conversation_id, "waiting")
         return True
+
+    async def note_summary(self, conversation_id: str, summary: str) -> bool:
+        """Keep ``summary`` with a handed-off conversation (the console shows it); False when it is not
+        handed off."""
+        done = bool(await self._note_summary(keys=[self._state_key(conversation_id)], args=[summary]))
+        if done:
+            await self._announce(conversation_id, "waiting")
+        return done
 
     async def take_over(self, conversation_id: str, operator: str, wait_s: float = 5.0) -> None:
         """``operator`` answers from now on; returns once no bot reply is being delivered."""
@@ -190,4 +206,5 @@ def _parse(conversation_id: str, raw: dict) -> Handoff | None:
         since=float(fields.get("since") or 0),
         touched=float(fields.get("touched") or 0),
         reason=fields.get("reason") or None,
+        summary=fields.get("summary") or None,
     )

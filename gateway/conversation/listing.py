@@ -1,6 +1,6 @@
 """The conversation list (the console's and ``GET /api/conversations``): newest activity first,
-filtered by channel, status and text, one page at a time — read from the store's conversation
-index and its search index, never by loading every conversation."""
+filtered by channel, status, outcome and text, one page at a time — read from the store's conversation
+index, the outcome index and the search index, never by loading every conversation."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from gateway.conversation.handoff import Handoff, Handoffs
+from gateway.conversation.outcome_index import OUTCOMES, OutcomeIndex
 from gateway.conversation.store import RedisStore
 from gateway.core.models import Conversation
 
@@ -28,6 +29,7 @@ class Filters:
     status: str = ""
     text: str = ""
     offset: int = 0
+    outcome: str = ""  # one of ``OUTCOMES`` ("": any)
 
     @classmethod
     def of(cls, params) -> Filters:
@@ -35,9 +37,10 @@ class Filters:
             offset = min(max(0, int(params.get("offset", "0"))), MAX_OFFSET)
         except ValueError:
             offset = 0
-        status = params.get("status", "")
+        status, outcome = params.get("status", ""), params.get("outcome", "")
         return cls(channel=params.get("channel", "")[:64], status=status if status in STATUSES else "",
-                   text=params.get("q", "").strip()[:200], offset=offset)
+                   text=params.get("q", "").strip()[:200], offset=offset,
+                   outcome=outcome if outcome in OUTCOMES else "")
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,7 @@ class ConversationList:
     def __init__(self, store: RedisStore, handoffs: Handoffs) -> None:
         self.store = store
         self.handoffs = handoffs
+        self.outcomes = OutcomeIndex(store)
 
     async def page(self, filters: Filters) -> tuple[list[Row], bool]:
         """One page of rows and whether there are more. A text filter finds the conversations in which
@@ -71,8 +75,11 @@ class ConversationList:
         if filters.status in ("waiting", "human"):
             ids = await store.search.ids(text, self.handoffs.index_key, 0, MAX_HANDED_OFF) if text \
                 else await self.handoffs.listed()
+            if filters.outcome:
+                ids = await self.outcomes.having(filters.outcome, ids)
             rows = [r for r in await self._rows(ids) if self._matches(r, filters)]
-        elif not filters.status:  # the index (or the search, in the index's order) gives the page directly
+        elif not filters.status and not (filters.outcome and filters.channel):
+            # the index (the channel's or the outcome's; or the search, in its order) gives the page directly
             ids = await self._ids(filters, filters.offset, PAGE_SIZE + 1)
             rows = await self._rows(ids)
             return await self._with_personas(rows[:PAGE_SIZE]), len(ids) > PAGE_SIZE
@@ -83,17 +90,20 @@ class ConversationList:
 
 
     async def _ids(self, filters: Filters, start: int, count: int) -> list[str]:
-        """Newest first, the conversations of the filters' channel (that have the filters' words)."""
+        """Newest first, the conversations of the filters' outcome or else channel (that have the filters' words)."""
+        order = self.outcomes.key(filters.outcome) if filters.outcome else self.store.list_key(filters.channel or None)
         if filters.text:
-            return await self.store.search.ids(filters.text, self.store.list_key(filters.channel or None), start,
-                                               count)
+            return await self.store.search.ids(filters.text, order, start, count)
+        if filters.outcome:
+            return await self.outcomes.ids(filters.outcome, start, count)
         return await self.store.recent_conversation_ids(start, count, filters.channel or None)
 
 
     async def _scan(self, filters: Filters) -> list[Row]:
         """Newest first, the rows that pass the filters ("bot" or "ended": the conversation and its handoff
-        decide), until one more than the page is found. Ids come a chunk at a time (one search each);
-        their rows are read in rounds, each twice as many as the last."""
+        decide; an outcome with a channel: the outcome's index, filtered by channel), until one more than the
+        page is found. Ids come a chunk at a time (one search each); their rows are read in rounds, each twice
+        as many as the last."""
         wanted, found, start = filters.offset + PAGE_SIZE + 1, [], 0
         batch, chunk = wanted, min(4 * wanted, SCAN_BATCH)
         while len(found) < wanted:

@@ -375,6 +375,10 @@ class RedisStore:
         self._put_trace(pipe, trace)
         await pipe.execute()
 
+    def save_trace_into(self, pipe: Pipeline, trace: TurnTrace) -> None:
+        """Queue ``save_trace``'s writes in ``pipe``."""
+        self._put_trace(pipe, trace)
+
     def _put_trace(self, pipe, trace: TurnTrace) -> None:
         """A trace saved again (a failure recorded, then the resumed turn) stays listed once."""
         listed = self.key("conv", trace.conversation_id, "traces")

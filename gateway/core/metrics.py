@@ -64,10 +64,15 @@ class Metrics:
             "switchboard_feedback", "Ratings of bot replies (a changed vote counts again)",
             ["agent", "channel", "rating"], registry=r,
         )
+        self.insight_outcomes = Counter(
+            "switchboard_conversation_outcomes", "Conversations by outcome, each counted once per outcome "
+            "(resolved, handed_off, unanswered, abandoned)", ["agent", "channel", "outcome"], registry=r,
+        )
         self.insight_tokens = Counter(
-            "switchboard_model_tokens", "Model tokens of turns' replies", ["agent", "channel", "kind"], registry=r,
+            "switchboard_model_tokens", "Model tokens of turns' model calls (and of jobs' calls made for them)",
+            ["agent", "channel", "kind"], registry=r,
         )
         self.insight_cost = Counter(
-            "switchboard_model_cost", "Model cost of turns' replies (SWITCHBOARD_MODEL_PRICES' currency)",
+            "switchboard_model_cost", "Model cost of turns' model calls (SWITCHBOARD_MODEL_PRICES' currency)",
             ["agent", "channel"], registry=r,
         )

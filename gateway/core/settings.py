@@ -351,6 +351,16 @@ class Settings(BaseSettings):
         "https://graph.facebook.com/v21.0", description="Meta's Graph API with its version (WhatsApp Cloud API, "
         "Messenger and Instagram connections)."
     )
+    teams_openid_metadata_url: str = Field(
+        "https://login.botframework.com/v1/.well-known/openidconfiguration",
+        description="Where the Bot Framework's OpenID metadata is read (Teams connections): its issuer is the one "
+        "every incoming activity's token must name, its jwks_uri the keys that must have signed it."
+    )
+    teams_token_url: str = Field(
+        "https://login.microsoftonline.com/botframework.com/oauth2/v2.0/token",
+        description="Where a Teams connection gets the token its replies carry (client credentials: app id and "
+        "password). With a connection's tenant_id, the botframework.com segment becomes that tenant."
+    )
 
     # Channels (extra)
     channel_send_tries: int = Field(
@@ -675,6 +685,17 @@ class Settings(BaseSettings):
     twilio_relay_max_frame_bytes: int = Field(default=64 * 1024, ge=1024, description=(
         "Largest relay message (a frame) accepted; a larger one closes the socket (1009). A prompt's text "
         "is limited by SWITCHBOARD_MAX_MESSAGE_CHARS."))
+    # phone (issue 44): keypad, languages, warm transfer, disclosure
+    twilio_relay_languages: str = Field("", description=(
+        "The languages a relay call may switch to, comma-separated BCP-47 codes (e.g. `en-US,de-DE,es-ES`): "
+        "each is a <Language> of the ConversationRelay; the caller's language is detected from what they say "
+        "and the call switches (a `language` message: recognition and voice follow) and the agent answers in "
+        "it. Empty: the call stays in SWITCHBOARD_VOICE_LANGUAGE."))
+    twilio_relay_dtmf_window_s: float = Field(default=1.5, gt=0, le=10, description=(
+        "Keys a relay caller presses within this many seconds of each other are one turn (`[pressed 4 4 1]`)."))
+    twilio_greeting_disclosure: str | None = Field(None, description=(
+        "Said at the start of every call, before the greeting (e.g. \"You are speaking with an automated "
+        "assistant; this call may be recorded.\"); unset: nothing."))
 
     @field_validator("secret_key")
     @classmethod

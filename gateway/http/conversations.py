@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 
 from gateway.conversation.listing import MAX_OFFSET, STATUSES, Filters
+from gateway.conversation.outcome_index import OUTCOMES
 from gateway.http.auth import require_admin
 from gateway.http.json_body import AdminRoute
 from gateway.services import Services
@@ -27,10 +28,11 @@ class OperatorReply(OperatorAction):
 @router.get("")
 async def list_conversations(channel: str = "", status: str = "", q: str = "",
                              offset: int = Query(0, ge=0, le=MAX_OFFSET),
+                             outcome: str = Query("", pattern="^(|" + "|".join(OUTCOMES) + ")$"),
                              services: Services = Depends(require_admin)) -> dict:
     assert services.conversations is not None
     rows, more = await services.conversations.page(
-        Filters.of({"channel": channel, "status": status, "q": q, "offset": str(offset)}))
+        Filters.of({"channel": channel, "status": status, "q": q, "offset": str(offset), "outcome": outcome}))
     return {
         "conversations": [{
             "id": r.conversation.id, "channel": r.conversation.channel, "persona_id": r.conversation.persona_id,
@@ -38,7 +40,7 @@ async def list_conversations(channel: str = "", status: str = "", q: str = "",
             "last_message": r.last or None, "started_at": r.conversation.started_at.isoformat(),
             "connection": r.conversation.connection,
         } for r in rows],
-        "more": more, "statuses": sorted(STATUSES),
+        "more": more, "statuses": sorted(STATUSES), "outcomes": list(OUTCOMES),
     }
 
 
@@ -50,7 +52,8 @@ async def get_conversation(conversation_id: str, services: Services = Depends(re
     return {
         "conversation": conversation.model_dump(mode="json"),
         "handoff": None if handoff is None else {
-            "status": handoff.status, "operator": handoff.operator, "reason": handoff.reason},
+            "status": handoff.status, "operator": handoff.operator, "reason": handoff.reason,
+            "summary": handoff.summary},
         "can_hand_off": services.desk.can_hand_off(conversation) is None,
         "messages": [m.model_dump(mode="json") for m in await services.store.conversation_messages(conversation_id)],
         "traces": [t.model_dump(mode="json") for t in await services.store.conversation_traces(conversation_id)],

@@ -16,8 +16,9 @@ from gateway.conversation.store import RedisStore
 from gateway.core.models import Conversation, Message
 from gateway.insight.counters import Dims
 from gateway.insight.feedback import Feedback, Vote
-from gateway.insight.outcomes import Outcomes, TraceCost, turn_cost
+from gateway.insight.outcomes import Outcomes
 from gateway.insight.prices import NANO, PriceTable
+from gateway.insight.trace_cost import TraceCost, turn_cost
 
 __all__ = ["BATCH", "CSV_COLUMNS", "ConversationExport", "Exporter"]
 
@@ -128,7 +129,7 @@ def _export(conversation: Conversation, messages: list[Message], traces: list[Tr
         p, c, priced, _ = turn_cost(trace, prices)
         prompt, completion, cost = prompt + p, completion + c, cost + priced
     by_message = {vote.message_id: vote for vote in votes}  # the newest vote on each (votes come oldest first)
-    outcome = [name for name in ("handed_off", "unanswered", "resolved") if name in flags]
+    outcome = [name for name in ("handed_off", "unanswered", "resolved", "abandoned") if name in flags]
     if int(flags.get("down", "0")) > 0:
         outcome.append("rated_down")
     return ConversationExport(

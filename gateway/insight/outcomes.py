@@ -13,15 +13,17 @@ from datetime import date, datetime
 from functools import partial
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, Field
-
+from gateway.conversation.outcome_index import OUTCOMES as INDEXED
+from gateway.conversation.outcome_index import OutcomeIndex
 from gateway.conversation.store import RedisStore
-from gateway.core.events import ConversationEnded
+from gateway.core.events import ConversationEnded, TurnCompleted
 from gateway.core.metrics import Metrics
-from gateway.core.models import Conversation, EndReason, ModelCallTrace, TokenUsage, TurnTrace, utcnow
+from gateway.core.models import Conversation, EndReason, TurnTrace, utcnow
 from gateway.core.settings import Settings
 from gateway.insight.counters import DailyCounters, Dims
 from gateway.insight.prices import PriceTable
+from gateway.insight.trace_cost import TraceCost, turn_cost
+from gateway.insight.usage import meter
 from gateway.insight.webhooks import Webhooks
 from rag_core.tokenizer import tokenize
 
@@ -34,12 +36,15 @@ log = logging.getLogger(__name__)
 
 CONVERSATION_TTL_S = 14 * 86_400  # a conversation's outcome flags outlive any idle window
 GAP_EXAMPLES = 5
+MAX_UNMETERED = 10_000
 _RESOLVED_ON = {EndReason.TIMEOUT, EndReason.CALL_ENDED}
 
 # KEYS: the day's counters, the conversation's flags, the day's gap groups, the group's examples, its offered
-#       topics, the set of (agent, channel, connection) seen, the day's gap groups whatever the dims
+#       topics, the set of (agent, channel, connection) seen, the day's gap groups whatever the dims, then
+#       the outcome index's sets (``OutcomeIndex.keys``)
 # ARGV: dims suffix, started, handoff, unanswered, prompt, completion, cost (nano), unpriced tokens,
-#       flags TTL, counters TTL, gap member, example, offered topics (JSON list), hour of the day (HH)
+#       flags TTL, counters TTL, gap member, example, offered topics (JSON list), hour of the day (HH),
+#       the conversation's id and its activity (epoch seconds)
 _RECORD = """
 local h, conv, d = KEYS[1], KEYS[2], ARGV[1]
 local function add(name, n)  -- at this (agent, channel, connection), and in the day's total
@@ -71,12 +76,21 @@ if ARGV[4] == '1' and ARGV[11] ~= '' then
   for _, topic in ipairs(cjson.decode(ARGV[13])) do redis.call('SADD', KEYS[5], topic) end
   redis.call('EXPIRE', KEYS[5], tonumber(ARGV[10]))
 end
+-- the conversation's outcomes so far, filed (again) at its activity for the conversation list's filter
+local at = tonumber(ARGV[16])
+for i, name in ipairs(cjson.decode(OUTCOME_NAMES)) do
+  if redis.call('HEXISTS', conv, name) == 1 then
+    redis.call('ZADD', KEYS[7 + i], at, ARGV[15])
+    redis.call('ZREMRANGEBYSCORE', KEYS[7 + i], '-inf', at - tonumber(ARGV[9]))
+  end
+end
 return 1
-""".replace("LAST_EXAMPLE", str(GAP_EXAMPLES - 1))
+""".replace("LAST_EXAMPLE", str(GAP_EXAMPLES - 1)).replace("OUTCOME_NAMES", repr(json.dumps(list(INDEXED))))
 
 
-# KEYS: the day's counters, the conversation's flags, the set of (agent, channel, connection) seen.
-# ARGV: dims suffix, flags TTL, counters TTL. A conversation the customer left mid-answer, counted once.
+# KEYS: the day's counters, the conversation's flags, the set of (agent, channel, connection) seen, the outcome
+# index's abandoned set. ARGV: dims suffix, flags TTL, counters TTL, the conversation's id and activity (epoch s).
+# A conversation the customer left mid-answer, counted once.
 _ABANDONED = """
 if redis.call('HSETNX', KEYS[2], 'abandoned', 1) == 1 then
   redis.call('HINCRBY', KEYS[1], 'abandoned' .. ARGV[1], 1)
@@ -85,34 +99,13 @@ if redis.call('HSETNX', KEYS[2], 'abandoned', 1) == 1 then
   redis.call('SADD', KEYS[3], ARGV[1])
 end
 redis.call('EXPIRE', KEYS[2], tonumber(ARGV[2]))
+redis.call('ZADD', KEYS[4], tonumber(ARGV[5]), ARGV[4])
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', tonumber(ARGV[5]) - tonumber(ARGV[2]))
 return 1
 """
 
 
-def turn_cost(trace: TurnTrace | TraceCost, prices: PriceTable) -> tuple[int, int, int, int]:
-    """A turn's prompt and completion tokens, cost (billionths) and unpriced tokens: its reply's call and its
-    other model calls (selection, rewrite, checks), each priced by its own model."""
-    calls = [(c.model, c.prompt_tokens, c.completion_tokens) for c in trace.model_calls]
-    if trace.usage is not None:
-        calls.append((trace.model, trace.usage.prompt_tokens, trace.usage.completion_tokens))
-    prompt = completion = cost = unpriced = 0
-    for model, p, c in calls:
-        prompt, completion = prompt + p, completion + c
-        if p or c:
-            priced = prices.cost_nano(model, p, c)
-            cost, unpriced = (cost + priced, unpriced) if priced is not None else (cost, unpriced + p + c)
-    return prompt, completion, cost, unpriced
-
-
-class TraceCost(BaseModel):
-    """What pricing needs of a stored turn trace (the export reads only this much of it)."""
-
-    model: str | None = None
-    usage: TokenUsage | None = None
-    model_calls: list[ModelCallTrace] = Field(default_factory=list)
-
-
-OUTCOMES = ("resolved", "handed_off", "unanswered", "abandoned")  # as the conversation's flags name them
+OUTCOMES = tuple(INDEXED)  # as the conversation's flags name them
 
 
 def gap_group(question: str) -> tuple[str, str]:
@@ -121,6 +114,19 @@ def gap_group(question: str) -> tuple[str, str]:
     words = list(dict.fromkeys(tokenize(question)))
     group = " ".join(sorted(words)) or " ".join(question.lower().split())[:200]
     return group, hashlib.sha1(group.encode()).hexdigest()[:12]
+
+
+# KEYS: the conversation's flags. ARGV: the outcomes. Which outcomes are set and not yet on /metrics (each is
+# put there once per conversation, by whichever replica sees it first), and the conversation's dims.
+_METER = """
+local out = {}
+for _, name in ipairs(ARGV) do
+  if redis.call('HEXISTS', KEYS[1], name) == 1 and redis.call('HSETNX', KEYS[1], 'metered:' .. name, 1) == 1 then
+    out[#out + 1] = name
+  end
+end
+return {redis.call('HGET', KEYS[1], 'dims') or '', out}
+"""
 
 
 class Outcomes:
@@ -132,6 +138,8 @@ class Outcomes:
         self.counters = counters
         self.prices = prices
         self.metrics = metrics
+        self.index = OutcomeIndex(store)
+        self._unmetered: set[str] = set()  # conversations whose turn may have set an outcome (for /metrics)
         self._phrases = [p.strip().lower() for p in settings.unanswered_phrases.split("|") if p.strip()]
 
     def conversation_key(self, conversation_id: str) -> str:
@@ -169,23 +177,22 @@ class Outcomes:
         now = utcnow()
         gap_id = member[:12]
         pipe.eval(
-            _RECORD, 7, self.counters.key(now.date()), self.conversation_key(trace.conversation_id),
+            _RECORD, 7 + len(INDEXED), self.counters.key(now.date()), self.conversation_key(trace.conversation_id),
             self.gaps_key(now.date(), dims.suffix), self.gap_key(gap_id, "examples"), self.gap_key(gap_id, "offered"),
-            self.counters.dims_key, self.gaps_key(now.date(), ""),
+            self.counters.dims_key, self.gaps_key(now.date(), ""), *self.index.keys,
             dims.suffix, int(turn.started), int(bool(trace.handoff)), int(unanswered), prompt, completion,
             cost, unpriced, CONVERSATION_TTL_S, self.counters.ttl_s,
             member, example, json.dumps(offered), f"{now.hour:02d}",
+            trace.conversation_id, turn.conversation.last_activity_at.timestamp(),
         )
         if trace.api_key:
             self.counters.add_key_into(pipe, now, trace.api_key, {"turns": 1, "prompt": prompt,
                                                                   "completion": completion, "cost_nano": cost})
+        if unanswered or trace.handoff:
+            self._mark_unmetered(trace.conversation_id)
         if self.webhooks is not None:
             self._events_into(pipe, turn, unanswered)
-        labels = (dims.agent, dims.channel)
-        if prompt or completion:
-            self.metrics.insight_tokens.labels(*labels, "prompt").inc(prompt)
-            self.metrics.insight_tokens.labels(*labels, "completion").inc(completion)
-            self.metrics.insight_cost.labels(*labels).inc(cost / 1e9)
+        meter(self.metrics, dims, prompt, completion, cost)
 
     def _events_into(self, pipe, turn: Turn, unanswered: bool) -> None:
         """The turn's webhook events, queued in its closing round trip (nothing when no webhook takes them)."""
@@ -208,9 +215,44 @@ class Outcomes:
         trace = turn.trace
         if not trace.abandoned:
             return
+        self._mark_unmetered(trace.conversation_id)
         dims = Dims.of(trace.agent, trace.channel, trace.connection)
-        pipe.eval(_ABANDONED, 3, self.counters.key(utcnow().date()), self.conversation_key(trace.conversation_id),
-                  self.counters.dims_key, dims.suffix, CONVERSATION_TTL_S, self.counters.ttl_s)
+        pipe.eval(*self._abandoned(trace.conversation_id, dims.suffix, turn.conversation.last_activity_at))
+
+    async def left_after_turn(self, conversation_id: str) -> None:
+        """The customer left before a finished turn's reply reached them (a caller who hung up before it was
+        spoken): abandoned, counted once, at the (agent, channel, connection) of the conversation's turns
+        (nothing for a conversation the bot never answered)."""
+        dims = await self.store.redis.hget(self.conversation_key(conversation_id), "dims")
+        if dims is None:
+            return
+        await self.store.redis.eval(*self._abandoned(conversation_id, dims.decode(), utcnow()))
+        await self.meter(conversation_id)
+
+    def _mark_unmetered(self, conversation_id: str) -> None:
+        if len(self._unmetered) >= MAX_UNMETERED:  # turns that never completed: their outcomes wait for the next
+            self._unmetered.clear()
+        self._unmetered.add(conversation_id)
+
+    async def on_turn_completed(self, event: TurnCompleted) -> None:
+        """A turn that may have set an outcome: put it on /metrics (after the turn's closing round trip)."""
+        if event.conversation_id in self._unmetered:
+            self._unmetered.discard(event.conversation_id)
+            await self.meter(event.conversation_id)
+
+    async def meter(self, conversation_id: str, fallback: Dims | None = None) -> None:
+        """The conversation's outcomes not yet on /metrics, counted there (once per conversation), at its turns'
+        dims (``fallback``: a conversation the bot never answered)."""
+        dims, names = await self.store.redis.eval(_METER, 1, self.conversation_key(conversation_id), *OUTCOMES)
+        where = Dims.parse(dims.decode()) if dims or fallback is None else fallback
+        for name in names:
+            self.metrics.insight_outcomes.labels(where.agent, where.channel, name.decode()).inc()
+
+    def _abandoned(self, conversation_id: str, suffix: str, active_at: datetime) -> tuple:
+        """``_ABANDONED``'s script, keys and arguments."""
+        return (_ABANDONED, 4, self.counters.key(utcnow().date()), self.conversation_key(conversation_id),
+                self.counters.dims_key, self.index.key("abandoned"), suffix, CONVERSATION_TTL_S, self.counters.ttl_s,
+                conversation_id, active_at.timestamp())
 
     def unanswered(self, trace: TurnTrace) -> bool:
         """The agent said it did not know, or retrieval found nothing above the threshold."""
@@ -240,10 +282,12 @@ class Outcomes:
         pipe.hsetnx(key, "handed_off", 1)
         pipe.hget(key, "dims")
         pipe.expire(key, CONVERSATION_TTL_S)
-        first, dims, _ = await pipe.execute()
+        self.index.add_into(pipe, "handed_off", conversation.id, utcnow().timestamp(), CONVERSATION_TTL_S)
+        first, dims, *_ = await pipe.execute()
         if first:
             found = Dims.parse(dims.decode()) if dims else Dims.of(None, conversation.channel, conversation.connection)
             await self.counters.add(utcnow(), found, {"handed_off": 1})
+            await self.meter(conversation.id, found)
 
     async def on_conversation_ended(self, event: ConversationEnded) -> None:
         """Idle past the window (or the call ended) with no handoff and no 👎 standing: resolved."""
@@ -261,13 +305,16 @@ class Outcomes:
             return
         dims = Dims.parse(flags["dims"])
         pipe = self.store.redis.pipeline(transaction=False)
-        pipe.hset(key, "resolved", 1)  # for the export
+        pipe.hset(key, "resolved", 1)  # for the export and the conversation list
+        self.index.add_into(pipe, "resolved", event.conversation.id,
+                            event.conversation.last_activity_at.timestamp(), CONVERSATION_TTL_S)
         self.counters.add_into(pipe, at_or_now(event.conversation.ended_at), dims, {"resolved": 1})
         if self.webhooks is not None:
             self.webhooks.emit_into(pipe, "conversation.resolved", event.conversation.id,
                                     {"channel": event.conversation.channel, "reason": event.reason.value,
                                      "connection": dims.connection or None}, agent=dims.agent)
         await pipe.execute()
+        await self.meter(event.conversation.id)
 
 
 def at_or_now(at: datetime | None) -> datetime:

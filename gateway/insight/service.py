@@ -19,6 +19,7 @@ from gateway.insight.outcomes import Outcomes
 from gateway.insight.price_edits import PriceEdits
 from gateway.insight.prices import PriceTable
 from gateway.insight.report import Insights
+from gateway.insight.usage import ModelUsage
 from gateway.insight.webhooks import Sealer, Webhooks
 
 __all__ = ["Insight", "VisitorCheck"]
@@ -39,6 +40,7 @@ class Insight:
     csat: Csat
     webhooks: Webhooks
     price_edits: PriceEdits
+    usage: ModelUsage  # model calls made outside a turn's task
 
     @classmethod
     def build(cls, settings: Settings, store: RedisStore, metrics: Metrics, box: Sealer | None = None,
@@ -50,4 +52,4 @@ class Insight:
         outcomes = Outcomes(settings, store, counters, prices, metrics, webhooks)
         return cls(counters, prices, outcomes, feedback, Insights(store, counters, feedback),
                    Exporter(store, outcomes, feedback, prices), Csat(settings, store, counters), webhooks,
-                   PriceEdits(store, prices))
+                   PriceEdits(store, prices), ModelUsage(counters, prices, metrics))

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
 from gateway.core.settings import Settings
+from gateway.turn.llm import record_embedding
 from rag_core.encoders import DenseEncoder, FastEmbedEncoder, QueryVectorCache, SplitEncoder, build_dense_encoder
 from rag_core.quantize import int8_copy
 from rag_core.query_batching import BatchingQueries
@@ -48,6 +49,7 @@ def dense_encoder(settings: Settings) -> DenseEncoder | None:
         base_url=settings.llm_base_url,
         api_key=settings.llm_api_key.get_secret_value() if settings.llm_api_key else None,
         threads=settings.embedding_threads,
+        on_usage=record_embedding,  # counted with the turn (or job) that embeds: insight's cost
     )
     split = settings.embedding_quantize == "int8" or settings.query_embedding_threads != settings.embedding_threads
     if settings.embeddings == "fastembed" and split:

@@ -25,6 +25,7 @@ from gateway.core.models import CandidateTrace, Message, RetrievalTrace, Role
 from gateway.core.settings import Settings
 from gateway.jobs.registry import run_job
 from gateway.knowledge.kb_tool import POLICY, ToolSupport
+from gateway.turn.llm import UsageRecorder, model_calls_recorded
 from gateway.turn.pipeline import Turn
 from gateway.turn.ports import RagMode
 from gateway.turn.responders import KnowledgeHit
@@ -98,6 +99,7 @@ class PrepareRagContext:
         self.queue = queue
         self.tool_support = tool_support  # agentic retrieval needs a model that can call tools
         self.choice = choice  # the channels' agent definition, read (cached) before each turn
+        self.record_usage: UsageRecorder | None = None  # the job's model calls, counted (set by the services)
 
     # -- the algorithm -------------------------------------------------------------------------
     async def prepare_for(
@@ -167,7 +169,9 @@ class PrepareRagContext:
 
     async def _queued(self, turn: Turn) -> None:
         t0 = time.perf_counter()
-        job = await asyncio.to_thread(self.enqueue, turn.persona.id, turn.inbound.text, turn.user_message.id)
+        trace = turn.trace
+        job = await asyncio.to_thread(self.enqueue, turn.persona.id, turn.inbound.text, turn.user_message.id,
+                                      (trace.agent, trace.channel, trace.connection))
         deadline = t0 + self.settings.rag_voice_wait_ms / 1000
         status = None
         while time.perf_counter() < deadline:
@@ -187,12 +191,19 @@ class PrepareRagContext:
                 timings_ms={"voice_wait": waited_ms},
             )
 
-    async def prepare_job(self, persona_id: str, query: str, exclude_message_id: str | None) -> dict:
-        """The ``prepare_rag_context`` job: search in the process that owns the knowledge base."""
-        result = await self.prepare_for(persona_id, query, exclude_message_id)
+    async def prepare_job(self, persona_id: str, query: str, exclude_message_id: str | None,
+                          agent: str | None = None, channel: str | None = None, connection: str | None = None) -> dict:
+        """The ``prepare_rag_context`` job: search in the process that owns the knowledge base. Its model calls
+        are counted at the (agent, channel, connection) of the turn or call it was queued for."""
+        with model_calls_recorded() as calls:
+            result = await self.prepare_for(persona_id, query, exclude_message_id)
+        if calls and self.record_usage is not None:
+            await self.record_usage(agent, channel, connection, calls)
         return retrieval_trace(result).model_dump(mode="json")
 
-    def enqueue(self, persona_id: str, query: str, exclude_message_id: str | None = None) -> Job:
+    def enqueue(self, persona_id: str, query: str, exclude_message_id: str | None = None,
+                where: tuple[str | None, str | None, str | None] = (None, None, None)) -> Job:
+        """Queue the job; ``where``: the (agent, channel, connection) its model calls are counted at."""
         return self.queue.enqueue(
             run_job,
             self.settings.agent_id,
@@ -200,6 +211,7 @@ class PrepareRagContext:
             persona_id,
             query,
             exclude_message_id,
+            *where,
             retry=Retry(max=2, interval=[1, 5]),
             job_timeout=60,
             result_ttl=300,
@@ -214,7 +226,9 @@ class PrepareRagContext:
         recent = await self.memory.get_memory(event.persona, count=RAG_HISTORY_MESSAGES)
         last_user = next((m for m in reversed(recent) if m.role is Role.USER), None)
         if last_user is not None:
-            await asyncio.to_thread(self.enqueue, event.persona.id, last_user.text, last_user.id)
+            conversation = event.conversation
+            await asyncio.to_thread(self.enqueue, event.persona.id, last_user.text, last_user.id,
+                                    (None, conversation.channel, conversation.connection))
 
 
 def _history(messages: list[Message], exclude_message_id: str | None) -> list[ChatTurn]:

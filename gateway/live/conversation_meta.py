@@ -22,7 +22,7 @@ from gateway.core.events import TurnCompleted
 from gateway.jobs.registry import run_job
 from gateway.live.template_store import TemplateStore
 from gateway.live.timers import Timer, periodic_timer
-from gateway.turn.llm import LLMClient
+from gateway.turn.llm import LLMClient, UsageRecorder, model_calls_recorded
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +90,7 @@ class ConversationMeta:
         self.messages = messages
         self.delay_s = delay_s
         self.due_key = attributes.store.key("meta", "due")
+        self.record_usage: UsageRecorder | None = None  # the extraction's model call, counted (set by the services)
 
     @property
     def marks_due(self) -> bool:
@@ -145,7 +146,10 @@ class ConversationMeta:
         prompt = await self.templates.render(
             "conversation_meta", current_meta=current, history=format_history(history)
         )
-        meta = await self.llm.structured_generation(prompt, SCHEMA)
+        with model_calls_recorded() as calls:
+            meta = await self.llm.structured_generation(prompt, SCHEMA)
+        if calls and self.record_usage is not None:  # a job's call: counted with no agent or channel
+            await self.record_usage(None, None, None, calls)
         text = format_meta(meta)
         await self.attributes.set(persona_id, CONVERSATION_META.name, text)
         return text

@@ -21,13 +21,13 @@ from gateway.conversation.attributes import AttributeSpec, CustomerAttributes
 from gateway.core.clock import Clock, describe_age
 from gateway.core.errors import GatewayError, LLMError
 from gateway.core.metrics import Metrics
-from gateway.core.models import PromptMessage
+from gateway.core.models import ModelCallTrace, PromptMessage
 from gateway.core.outbound import OutboundPolicy, OutboundRefused, shown
 from gateway.core.outbound_client import FetchFailed, FetchLimits, GuardedClient
 from gateway.core.settings import Settings
 from gateway.live.budget import fit
 from gateway.live.template_store import TemplateStore
-from gateway.turn.llm import LLMClient
+from gateway.turn.llm import LLMClient, UsageRecorder
 from rag_core.clean_text import scrub, scrub_deep
 
 log = logging.getLogger(__name__)
@@ -109,6 +109,7 @@ class DataInjection:
         self.outbound = outbound
         self.metrics = metrics
         self.clock = clock
+        self.record_usage: UsageRecorder | None = None  # the summary's model call, counted (set by the services)
 
     async def period(self) -> int | None:
         """Seconds between fetches, or ``None`` while disabled or without a URL."""
@@ -169,10 +170,15 @@ class DataInjection:
             else:
                 prompt = await self.templates.render("data_summary", data=text, max_tokens=budget)
                 try:
-                    text = (await self.llm.complete([PromptMessage(role="system", content=prompt)])).text.strip()
+                    done = await self.llm.complete([PromptMessage(role="system", content=prompt)])
                 except LLMError as exc:
                     await self._failed(f"summary failed: {exc.message}")
                     raise DataInjectionFailed("summarizing fetched data failed") from exc
+                text = done.text.strip()
+                if self.record_usage is not None:  # the fetch job's call: counted with no agent or channel
+                    await self.record_usage(None, None, None, [ModelCallTrace(
+                        kind="data_summary", model=self.llm.model, prompt_tokens=done.usage.prompt_tokens,
+                        completion_tokens=done.usage.completion_tokens)])
         await self.attributes.set(RETRIEVED.name, fit(text, budget).text)
         await self.attributes.set(FETCHED_AT.name, fetched_at or self.clock.now())
         await self.attributes.set(STATUS.name, status)

@@ -162,6 +162,7 @@ class PromptBuilder:
             "now": f"{day_label(local.date())}, {local:%H:%M}",
             "timezone": zone.key,
             "persona_id": inputs.persona_id,
+            "caller_language": "",  # a phone call's detected language (``channels.twilio.caller_language``)
             **inputs.variables,
         }
         why: dict[str, int | bool] = {"default_template": False}

@@ -41,6 +41,7 @@ _SYSTEM_SAMPLE: dict[str, object] = {
     "now": "2026-02-24 09:00 UTC",
     "timezone": "UTC",
     "persona_id": "0" * 32,
+    "caller_language": "Spanish",
 }
 
 #: Every template the gateway renders, with sample values for each variable it is given.

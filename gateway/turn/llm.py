@@ -9,7 +9,8 @@ from __future__ import annotations
 import errno
 import json
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -303,17 +304,42 @@ class LLMClient:
         raise StructuredOutputError(f"model output did not match the schema: {last_problem}")
 
 
+# Counts model calls made outside a turn's task (a job's) at (agent, channel, connection): insight's cost.
+UsageRecorder = Callable[[str | None, str | None, str | None, list[ModelCallTrace]], Awaitable[None]]
+
 # The running turn's record of its model calls besides the reply (``TurnTrace.model_calls``): the pipeline points
 # it at the turn's trace when the turn starts; None outside a turn (nothing is recorded).
 turn_model_calls: ContextVar[list[ModelCallTrace] | None] = ContextVar("turn_model_calls", default=None)
 
 
 def _record_call(kind: str, model: str | None, resp: ChatCompletion) -> None:
+    usage = _usage(resp.usage)
+    record_model_call(kind, model, usage.prompt_tokens, usage.completion_tokens)
+
+
+def record_model_call(kind: str, model: str | None, prompt_tokens: int, completion_tokens: int = 0) -> None:
+    """A model call (structured generation, embeddings) into the running turn's record, or the running job's
+    (``model_calls_recorded``); outside both it is not counted."""
     calls = turn_model_calls.get()
     if calls is not None:
-        usage = _usage(resp.usage)
-        calls.append(ModelCallTrace(kind=kind, model=model, prompt_tokens=usage.prompt_tokens,
-                                    completion_tokens=usage.completion_tokens))
+        calls.append(ModelCallTrace(kind=kind, model=model, prompt_tokens=prompt_tokens,
+                                    completion_tokens=completion_tokens))
+
+
+def record_embedding(model: str, prompt_tokens: int) -> None:
+    """The embeddings endpoint's reported usage (``rag_core.encoders.UsageHook``)."""
+    record_model_call("embedding", model, prompt_tokens)
+
+
+@contextmanager
+def model_calls_recorded() -> Iterator[list[ModelCallTrace]]:
+    """Work done outside a turn's task (a job) records its model calls in the list this yields."""
+    calls: list[ModelCallTrace] = []
+    token = turn_model_calls.set(calls)
+    try:
+        yield calls
+    finally:
+        turn_model_calls.reset(token)
 
 
 _VALIDATORS: dict[str, jsonschema.protocols.Validator] = {}

@@ -31,6 +31,10 @@ def test_the_screen_shows_ratings_comments_cost_charts_and_gaps(console, fake_op
         assert html.count('id="cost-h"') == 1
         assert re.search(r'<th scope="row">Conversations</th><td>1</td>', html)
         assert re.search(r'<th scope="row">Unanswered</th><td>1 \(100 %\)</td>', html)
+        unanswered = re.search(r'<th scope="row">Unanswered</th><td>[^<]*</td><td><a data-outcome-list href="([^"]+)"',
+                               html).group(1)  # the figure's conversations, in the list filtered by outcome
+        listed = client.get(unanswered).text
+        assert re.findall(r'<tr data-conversation="([^"]+)"', listed) == [reply["conversation_id"]]
         assert re.search(r'<th scope="row">Rated 👍 / 👎</th><td>0 / 1 \(0 % 👍\)</td>', html)
         assert "👎 Please add unicycles" in html
         assert re.search(r"<title>\d{4}-\d\d-\d\d: 1</title>", html)  # today's bar in the per-day chart

@@ -17,14 +17,15 @@ from tests.fakes import slack_api, telegram_api, twilio_api
 from tests.fakes.live_server import LiveServer
 from tests.fakes.meta_graph import FakeGraph
 from tests.fakes.slack_api import FakeSlack
+from tests.fakes.teams_api import FakeTeams
 from tests.fakes.telegram_api import FakeTelegram
 from tests.fakes.twilio_api import FakeTwilio
 from tests.inspect import read_persona_messages
 
 
 @pytest.fixture(scope="session")
-def _fake_servers() -> Iterator[tuple[FakeTelegram, FakeSlack, FakeTwilio, FakeGraph]]:
-    fakes = (FakeTelegram(), FakeSlack(), FakeTwilio(), FakeGraph())
+def _fake_servers() -> Iterator[tuple[FakeTelegram, FakeSlack, FakeTwilio, FakeGraph, FakeTeams]]:
+    fakes = (FakeTelegram(), FakeSlack(), FakeTwilio(), FakeGraph(), FakeTeams())
     servers = [LiveServer(f.app()).start() for f in fakes]
     for fake, server in zip(fakes, servers, strict=True):
         fake.url = server.url
@@ -75,13 +76,20 @@ def fake_meta(_fake_servers) -> FakeGraph:
 
 
 @pytest.fixture
+def fake_teams(_fake_servers) -> FakeTeams:
+    fake = _fake_servers[4]
+    fake.reset()
+    return fake
+
+
+@pytest.fixture
 def channel_overrides() -> dict:
     """Tests override settings by filling this dict before ``live`` starts the gateway."""
     return {}
 
 
 @pytest.fixture
-def channel_settings(settings, fake_telegram, fake_slack, fake_twilio, fake_meta, channel_overrides):
+def channel_settings(settings, fake_telegram, fake_slack, fake_twilio, fake_meta, fake_teams, channel_overrides):
     update = {
         "public_url": vendors.PUBLIC_URL,
         "telegram_bot_token": SecretStr(telegram_api.TOKEN),
@@ -95,6 +103,8 @@ def channel_settings(settings, fake_telegram, fake_slack, fake_twilio, fake_meta
         "twilio_api_base": fake_twilio.url,
         "twilio_from_number": twilio_api.FROM_NUMBER,
         "meta_api_base": fake_meta.base,
+        "teams_openid_metadata_url": fake_teams.metadata_url,
+        "teams_token_url": fake_teams.token_url,
         "channel_retry_base_s": 0.02,
         "channel_retry_max_s": 2.0,
         "channel_send_tries": 3,

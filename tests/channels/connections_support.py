@@ -23,6 +23,19 @@ def add(client: httpx.Client, **body) -> dict:
     return answer.json()
 
 
+def add_desk_agent(client: httpx.Client, name: str) -> str:
+    """An agent whose system prompt names its desk (a prompt shows which agent answered); its id."""
+    prompt = f"You are the {name} desk.\n{{context_str}}\nQuestion: {{query_str}}"
+    answer = client.post("/v1/agents", headers=ADMIN, json={"name": name, "config": {"systemPrompt": prompt}})
+    assert answer.status_code == 201, answer.text
+    return answer.json()["id"]
+
+
+def queued_keys(stored) -> dict[str, list[str]]:
+    """What a delivery leaves in Redis once queued or answered: compared before and after a refused one."""
+    return {kind: stored.keys(f"{kind}:*") for kind in ("msg", "dedup", "identity", "persona")}
+
+
 def webhook_path(connection: dict) -> str:
     return "/" + connection["webhook_url"].split("://", 1)[1].split("/", 1)[1]
 

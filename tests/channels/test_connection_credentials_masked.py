@@ -142,6 +142,26 @@ def _meta(fakes, kind: str, digit: str) -> Scenario:
     )
 
 
+def _teams(fakes) -> Scenario:
+    teams = fakes["teams"]
+    app_id, password = "9b2c4d6e-echo-4a1b-8c2d-teamsappid01", "Echo8Q~teams-client-secret-echoed-0042"
+    teams.add_app(app_id, password)
+
+    def inbound(client, connection):
+        activity = vendors.teams_message("where is my order?", service_url=teams.service_url)
+        return vendors.post_teams(client, webhook_path(connection), activity, teams.activity_token(app_id))
+
+    def fail_send(echo):
+        teams.recorder.fail("typing", 400, description=f"BadArgument: typing refused for {echo}")
+        teams.recorder.fail("reply", 400, description=f"BadArgument: conversation not found for {echo}")
+
+    return Scenario(
+        credentials={"app_id": app_id, "app_password": password},
+        fail_check=lambda echo: teams.recorder.fail("token", 500, description=f"AADSTS90033: down for {echo}"),
+        fail_send=fail_send, inbound=inbound, secrets=[password], customer=f"teams:{vendors.TEAMS_USER}",
+    )
+
+
 SCENARIOS = {
     "telegram": _telegram, "slack": _slack,
     "twilio_sms": lambda fakes: _twilio(fakes, "twilio_sms", "3"),
@@ -150,17 +170,18 @@ SCENARIOS = {
     "whatsapp_cloud": lambda fakes: _meta(fakes, "whatsapp_cloud", "6"),
     "messenger": lambda fakes: _meta(fakes, "messenger", "7"),
     "instagram": lambda fakes: _meta(fakes, "instagram", "8"),
+    "teams": _teams,
 }
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_vendor_echoing_the_credentials_leaves_them_nowhere(kind, client, live, fake_telegram, fake_slack,
-                                                              fake_twilio, fake_meta, fake_openai, stored, console,  # noqa: F811
-                                                              caplog):
+                                                              fake_twilio, fake_meta, fake_teams, fake_openai, stored,
+                                                              console, caplog):  # noqa: F811
     caplog.set_level(logging.DEBUG)
     quiet_libraries(logging.DEBUG)  # as `switchboard serve` configures them, even at DEBUG
     scenario = SCENARIOS[kind]({"telegram": fake_telegram, "slack": fake_slack,
-                                              "twilio": fake_twilio, "meta": fake_meta})
+                                              "twilio": fake_twilio, "meta": fake_meta, "teams": fake_teams})
     echo = " ".join(f"{name}={value}" for name, value in scenario.credentials.items())
     answers: list[httpx.Response] = []
 

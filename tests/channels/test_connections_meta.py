@@ -11,7 +11,7 @@ from channels.media_answer import MEDIA_REPLY
 from gateway.core.models import Role
 from tests.channels import vendors
 from tests.channels.conftest import settle
-from tests.channels.connections_support import ADMIN, SECRET_KEY, add, webhook_path
+from tests.channels.connections_support import ADMIN, SECRET_KEY, add, add_desk_agent, queued_keys, webhook_path
 
 WA_TOKEN = "EAAG-whatsapp-cloud-token-0001"
 PAGE_TOKEN = "EAAG-messenger-page-token-0002"
@@ -33,26 +33,15 @@ def meta_accounts(fake_meta):
     return fake_meta
 
 
-def _agent(client, name: str) -> str:
-    prompt = f"You are the {name} desk.\n{{context_str}}\nQuestion: {{query_str}}"
-    answer = client.post("/v1/agents", headers=ADMIN, json={"name": name, "config": {"systemPrompt": prompt}})
-    assert answer.status_code == 201, answer.text
-    return answer.json()["id"]
-
-
 def _whatsapp(client, **extra) -> dict:
     return add(client, kind="whatsapp_cloud", name="WhatsApp", credentials={
         "access_token": WA_TOKEN, "phone_number_id": vendors.WA_PHONE_NUMBER_ID, "app_secret": vendors.META_APP_SECRET,
         **extra.pop("credentials", {})}, **extra)
 
 
-def _nothing_queued(stored) -> dict:
-    return {kind: stored.keys(f"{kind}:*") for kind in ("msg", "dedup", "identity", "persona")}
-
-
 def test_whatsapp_cloud_answers_each_message_of_a_delivery_once_as_the_connections_agent(
         client, live, meta_accounts, fake_openai, stored):
-    bikes = _agent(client, "bikes")
+    bikes = add_desk_agent(client, "bikes")
     wa = _whatsapp(client, agent=bikes)
     path = webhook_path(wa)
     assert path == f"/channels/meta/{wa['id']}/whatsapp"
@@ -71,11 +60,11 @@ def test_whatsapp_cloud_answers_each_message_of_a_delivery_once_as_the_connectio
 
     texts = ["Do you rent e-bikes?", "How much per day?", "Can I book for Sunday?"]
     delivery = vendors.whatsapp_delivery(*[vendors.whatsapp_text(t) for t in texts])
-    before = _nothing_queued(stored)
+    before = queued_keys(stored)
     assert vendors.post_meta(client, path, delivery, secret=None).status_code == 401
     assert vendors.post_meta(client, path, delivery, secret="not-the-app-secret").status_code == 401
     time.sleep(0.2)
-    assert _nothing_queued(stored) == before and fake_openai.chat_requests() == []
+    assert queued_keys(stored) == before and fake_openai.chat_requests() == []
 
     assert vendors.post_meta(client, path, delivery).status_code == 200
     settle(live)
@@ -215,7 +204,7 @@ def test_a_delivery_for_another_number_of_the_same_app_is_not_answered_from_this
 @pytest.mark.parametrize("kind", ["messenger", "instagram"])
 def test_messenger_and_instagram_answer_each_message_once_as_the_connections_agent(kind, client, live, meta_accounts,
                                                                                    fake_openai, stored):
-    desk = _agent(client, f"{kind}-desk")
+    desk = add_desk_agent(client, f"{kind}-desk")
     token, account, token_field, id_field, limit = {
         "messenger": (PAGE_TOKEN, vendors.PAGE_ID, "page_access_token", "page_id", 2000),
         "instagram": (IG_TOKEN, vendors.IG_USER_ID, "access_token", "ig_user_id", 1000)}[kind]

@@ -218,27 +218,45 @@ class InstagramHarness(MetaHarness):
 META = [WhatsAppCloudHarness, MessengerHarness, InstagramHarness]
 
 
+class TeamsHarness(Harness):
+    """A Teams connection (added through the API when the case starts); each activity carries a token signed
+    as the Bot Connector signs it, or (unverified) one signed with another key."""
+
+    name, limit, identity, method = "teams", 20_000, f"teams:{vendors.TEAMS_USER}", "reply"
+
+    def open(self, client):
+        self.fake.add_app(vendors.TEAMS_APP_ID, vendors.TEAMS_APP_PASSWORD)
+        self.connection = add(client, kind="teams", name="Teams contract", credentials={
+            "app_id": vendors.TEAMS_APP_ID, "app_password": vendors.TEAMS_APP_PASSWORD})
+        self.identity = f"{self.identity}@{self.connection['id']}"
+
+    def deliver(self, client, text, *, key, signed=True, retry=False):
+        activity = vendors.teams_message(text, service_url=self.fake.service_url, activity_id=f"1732{key}")
+        token = self.fake.activity_token(vendors.TEAMS_APP_ID, forged=not signed)
+        return vendors.post_teams(client, webhook_path(self.connection), activity, token)
+
+
 @pytest.fixture
 def channel_overrides() -> dict:
     return {"secret_key": SecretStr(SECRET_KEY)}  # connections can be added
 
 
 @pytest.fixture(params=[TelegramHarness, SlackHarness, TwilioSmsHarness, TwilioVoiceHarness,
-                        TwilioVoiceConnectionHarness, WebChatHarness, *META],
+                        TwilioVoiceConnectionHarness, WebChatHarness, *META, TeamsHarness],
                 ids=lambda h: getattr(h, "case", h.name))
-def any_channel(request, fake_telegram, fake_slack, fake_twilio, fake_meta, client) -> Harness:
+def any_channel(request, fake_telegram, fake_slack, fake_twilio, fake_meta, fake_teams, client) -> Harness:
     """Every channel (and connection kind), for the cases every channel must pass."""
     fakes = {"telegram": fake_telegram, "slack": fake_slack, "twilio_sms": fake_twilio,
-             "twilio_voice": fake_twilio, "webchat": None, **{h.name: fake_meta for h in META}}
+             "twilio_voice": fake_twilio, "webchat": None, **{h.name: fake_meta for h in META}, "teams": fake_teams}
     harness = request.param(fakes[request.param.name])
     harness.open(client)
     return harness
 
 
-@pytest.fixture(params=[TelegramHarness, SlackHarness, TwilioSmsHarness, *META], ids=lambda h: h.name)
-def channel(request, fake_telegram, fake_slack, fake_twilio, fake_meta, client) -> Harness:
+@pytest.fixture(params=[TelegramHarness, SlackHarness, TwilioSmsHarness, *META, TeamsHarness], ids=lambda h: h.name)
+def channel(request, fake_telegram, fake_slack, fake_twilio, fake_meta, fake_teams, client) -> Harness:
     fakes = {"telegram": fake_telegram, "slack": fake_slack, "twilio_sms": fake_twilio,
-             **{h.name: fake_meta for h in META}}
+             **{h.name: fake_meta for h in META}, "teams": fake_teams}
     harness = request.param(fakes[request.param.name])
     harness.open(client)
     return harness

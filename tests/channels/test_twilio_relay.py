@@ -104,7 +104,8 @@ def test_asking_for_a_person_ends_the_relay_and_dials_the_number(live, client, f
     assert fake_openai.chat_requests() == []  # the handoff phrase needs no model
     ended = vendors.post_twilio(client, "/channels/twilio/voice/relay-ended",
                                 {**vendors.call_params(CALL_SID), "HandoffData": got[-1][1]["handoffData"]})
-    assert f"<Dial>{HANDOFF_NUMBER}</Dial>" in ended.text
+    whisper = "https://bot.example.com/channels/twilio/voice/whisper?call=" + CALL_SID
+    assert f'<Dial><Number method="POST" url="{whisper}">{HANDOFF_NUMBER}</Number></Dial>' in ended.text
     conversation = stored.messages(f"phone:{vendors.CALLER}")[-1].conversation_id
     shown = httpx.get(f"{live.url}/api/conversations/{conversation}", headers=ADMIN, timeout=10).json()
     assert shown["handoff"]["status"] == "waiting" and "person" in shown["handoff"]["reason"]

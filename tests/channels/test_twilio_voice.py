@@ -32,7 +32,7 @@ def _twiml(resp) -> ET.Element:
 def test_incoming_call_greets_inside_a_barge_in_speech_gather(client):
     root = _twiml(_post(client, "/channels/twilio/voice", _call_sid(), CallStatus="ringing"))
     gather, redirect = list(root)
-    assert gather.tag == "Gather" and gather.get("input") == "speech" and gather.get("bargeIn") == "true"
+    assert gather.tag == "Gather" and gather.get("input") == "speech dtmf" and gather.get("bargeIn") == "true"
     assert gather.get("action") == TURN + "?n=1" and gather.get("speechTimeout") == "auto"
     assert gather.find("Say").text == "Hello! How can I help you today?"
     assert redirect.tag == "Redirect" and redirect.text == TURN + "?n=1&quiet=1"
@@ -50,6 +50,15 @@ def test_speech_turn_is_answered_with_say_inside_the_next_gather(client, live, f
     settle(live)
     [user, agent] = stored.messages(f"phone:{vendors.CALLER}")
     assert (user.text, user.channel, agent.role) == ("When are you open?", "twilio_voice", Role.AGENT)
+
+
+@pytest.mark.parametrize("channel_overrides", [{"twilio_greeting_disclosure": "This call may be recorded."}])
+def test_the_disclosure_comes_first_and_keys_pressed_are_a_turn(client, live, fake_openai, stored):
+    greeting = _twiml(_post(client, "/channels/twilio/voice", _call_sid(), CallStatus="ringing"))
+    assert greeting.find("Gather/Say").text == "This call may be recorded. Hello! How can I help you today?"
+    root = _twiml(_post(client, "/channels/twilio/voice/turn?n=1", _call_sid(), Digits="12#"))
+    assert root.find("Gather/Say").text == "echo: [pressed 1 2 #]"
+    assert fake_openai.chat_requests()[-1]["body"]["messages"][-1]["content"] == "[pressed 1 2 #]"
 
 
 @pytest.fixture
@@ -105,6 +114,31 @@ def test_call_completed_status_ends_the_conversation(client, live, stored):
     conv_id = stored.messages(f"phone:{vendors.CALLER}")[0].conversation_id
     conv = wait_until(lambda: live.services.store and _conversation(stored, conv_id), what="conversation")
     assert conv["ended_at"] is not None and conv["end_reason"] == "call_ended"
+    assert _abandoned(client) == (0, [])  # the reply was spoken before the caller hung up
+
+
+def _abandoned(client) -> tuple[int, list[str]]:
+    """The insight count of abandoned conversations today, and the conversation list's abandoned ones."""
+    admin = {"Authorization": "Bearer admin-secret"}
+    count = client.get("/api/insights", headers=admin).json()["abandoned"]
+    listed = client.get("/api/conversations", params={"outcome": "abandoned"}, headers=admin).json()
+    return count, [row["id"] for row in listed["conversations"]]
+
+
+@pytest.mark.parametrize("hang_up", ["while_the_turn_runs", "after_the_reply_is_written"])
+def test_a_caller_who_hangs_up_before_the_reply_is_spoken_abandoned_the_conversation(
+        short_deadline, client, live, stored, fake_openai, hang_up):
+    fake_openai.script_reply("Here is the slow answer.", delay_s=0.8)
+    sid = _call_sid()
+    first = _twiml(_post(client, "/channels/twilio/voice/turn?n=1", sid, SpeechResult="something slow"))
+    assert first.find("Say").text == "One moment please."  # the answer is pending
+    if hang_up == "after_the_reply_is_written":
+        settle(live)  # the turn is over: its reply waits for the next webhook, which never comes
+    _post(client, "/channels/twilio/voice/status", sid, CallStatus="completed", CallDuration="3")
+    settle(live)
+    conv_id = stored.messages(f"phone:{vendors.CALLER}")[0].conversation_id
+    assert wait_until(lambda: _abandoned(client)[0], 5, "the abandoned count") == 1
+    assert _abandoned(client) == (1, [conv_id])
 
 
 def _conversation(stored, conv_id: str) -> dict:

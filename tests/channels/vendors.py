@@ -226,3 +226,41 @@ def post_meta(client: httpx.Client, path: str, payload: dict, *, secret: str | N
     if secret is not None:
         headers["X-Hub-Signature-256"] = meta_signature(body, secret)
     return client.post(path, content=body, headers=headers)
+
+
+# -- Microsoft Teams (Bot Framework activities, shaped as Teams sends them) -------------------
+TEAMS_APP_ID = "8a1c5f3e-6b2d-4e7a-9c0f-1d2e3f4a5b6c"
+TEAMS_APP_PASSWORD = "Qx8Q~teams-client-secret-value-0123456789"
+TEAMS_TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"
+TEAMS_USER = "29:1XJKJMvc5GBtc2JwZq0oj8tHZmzrQgFmB39ATiQWA85gQtHieVkKilBZ9XHoq9j7Zaqt7CZ-NJWi7me2kHTL3Bw"
+TEAMS_PERSONAL_CHAT = "a:1Hkx8F8G5hLm0pZrUT6c9fzB7CQWBM6DnKU0O2AB3Y1_yjMZ6S1Y6EK-pTgEdgZbK"
+
+
+def teams_message(text: str, *, service_url: str, activity_id: str | None = None, conversation_type: str = "personal",
+                  conversation_id: str = TEAMS_PERSONAL_CHAT, mention_bot: bool = False, user: str = TEAMS_USER,
+                  value: dict | None = None) -> dict:
+    """A ``message`` activity from a person to the bot (``28:<app id>``); with ``mention_bot`` its text starts
+    with ``<at>Switchboard</at>`` and a mention entity names the bot, as Teams sends an @mention."""
+    bot = {"id": f"28:{TEAMS_APP_ID}", "name": "Switchboard"}
+    mention = "<at>Switchboard</at>"
+    activity = {
+        "type": "message", "id": activity_id or f"{next_id()}", "timestamp": "2026-11-27T06:10:00.123Z",
+        "localTimestamp": "2026-11-27T07:10:00.123+01:00", "serviceUrl": service_url, "channelId": "msteams",
+        "from": {"id": user, "name": "Megan Bowen", "aadObjectId": "00000000-0000-0000-0000-0000000000a1"},
+        "conversation": {"id": conversation_id, "conversationType": conversation_type, "tenantId": TEAMS_TENANT,
+                         **({"isGroup": True} if conversation_type != "personal" else {})},
+        "recipient": bot, "textFormat": "plain", "locale": "en-US",
+        "text": f"{mention} {text}" if mention_bot else text,
+        "entities": [{"type": "clientInfo", "locale": "en-US", "country": "US", "platform": "Web"}],
+        "channelData": {"tenant": {"id": TEAMS_TENANT}},
+    }
+    if mention_bot:
+        activity["entities"].append({"type": "mention", "text": mention, "mentioned": bot})
+    if value is not None:
+        activity["value"] = value
+    return activity
+
+
+def post_teams(client: httpx.Client, path: str, activity: dict, token: str | None) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    return client.post(path, json=activity, headers=headers)

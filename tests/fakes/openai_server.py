@@ -198,7 +198,7 @@ class FakeOpenAI:
             inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
             data = [{"object": "embedding", "index": i, "embedding": _vector(t)} for i, t in enumerate(inputs)]
             return {"object": "list", "data": data, "model": body["model"],
-                    "usage": {"prompt_tokens": 1, "total_tokens": 1}}
+                    "usage": {"prompt_tokens": embedding_tokens(inputs), "total_tokens": embedding_tokens(inputs)}}
 
         return app
 
@@ -208,6 +208,11 @@ def _text(content: str | list) -> str:
     if isinstance(content, str):
         return content
     return " ".join(p.get("text", "[image]") if p.get("type") == "text" else "[image]" for p in content)
+
+
+def embedding_tokens(inputs: list[str]) -> int:
+    """What the fake reports as an embeddings call's ``usage.prompt_tokens``: the inputs' words."""
+    return sum(len(text.split()) for text in inputs)
 
 
 def _vector(text: str, dim: int = 16) -> list[float]:

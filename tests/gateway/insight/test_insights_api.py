@@ -4,15 +4,19 @@ with another agent and model, and ``GET /api/insights`` sums what the fake model
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 
 import httpx
 import pytest
+from pydantic import SecretStr
 
 from gateway.core.settings import ModelPrice
 from gateway.http.app import create_app
+from tests.admin_ui.conftest import PASSWORD, sign_in
 from tests.fakes.live_server import LiveServer
+from tests.fakes.openai_server import embedding_tokens
 
 ADMIN = {"Authorization": "Bearer admin-secret"}
 PRICES = {"model-a": {"input": 2.5, "output": 10.0}, "model-b": {"input": 0.15, "output": 0.6}}
@@ -177,17 +181,30 @@ TOPICS = [
 ]
 
 
-@pytest.mark.parametrize("overrides", [{"inactivity_timeout_s": 1, "retrieval_strategy": "bm25"}], ids=["idle-1s"])
+def outcome_metric(metrics: str, outcome: str) -> float:
+    line = f'switchboard_conversation_outcomes_total{{agent="",channel="webchat",outcome="{outcome}"}} '
+    return next((float(row.removeprefix(line)) for row in metrics.splitlines() if row.startswith(line)), 0.0)
+
+
+def listed(api: httpx.Client, **query) -> list[str]:
+    answer = api.get("/api/conversations", params=query, headers=ADMIN)
+    assert answer.status_code == 200, answer.text
+    return [row["id"] for row in answer.json()["conversations"]]
+
+
+@pytest.mark.parametrize("overrides", [{"inactivity_timeout_s": 1, "retrieval_strategy": "bm25",
+                                        "admin_password": SecretStr(PASSWORD), "admin_user": "root"}],
+                         ids=["idle-1s"])
 def test_outcomes_resolved_handed_off_and_unanswered(api, fake_openai, overrides):
     for topic in TOPICS:
         assert api.post("/api/kb/topics", json=topic, headers=ADMIN).status_code == 201
     happy, unhappy, stuck, lost, puzzled = (Visitor(api) for _ in range(5))
-    happy.say("When do you open?")
+    happy_first = happy.say("When do you open?")["conversation_id"]
     unhappy.rate(unhappy.say("Where is my order?"), "down")
-    stuck.say("I want to talk to a human please")
+    stuck_id = stuck.say("I want to talk to a human please")["conversation_id"]
     fake_openai.script_reply("Sorry, I don't know whether we open on holidays.")
-    lost.say("When do you open on holidays?")  # retrieval found the hours; the model did not know
-    puzzled.say("Do you rent unicycles?")  # retrieval found nothing
+    lost_first = lost.say("When do you open on holidays?")["conversation_id"]  # hours found; the model did not know
+    puzzled_id = puzzled.say("Do you rent unicycles?")["conversation_id"]  # retrieval found nothing
     puzzled.say("Are unicycles for rent?")  # the same words: one gap group, the conversation counted once
     time.sleep(1.3)  # past SWITCHBOARD_INACTIVITY_TIMEOUT_S: the next message ends the conversation first
     for visitor in (happy, unhappy, lost):
@@ -199,6 +216,9 @@ def test_outcomes_resolved_handed_off_and_unanswered(api, fake_openai, overrides
     # happy's and lost's first conversations ended idle with no handoff and no 👎 standing
     assert report["resolved"] == 2
     assert report["feedback"]["down"] == 1
+    metrics = api.get("/metrics").text  # the same counts, once per conversation, for graphing elsewhere
+    assert {name: outcome_metric(metrics, name) for name in ("resolved", "handed_off", "unanswered", "abandoned")} \
+        == {"resolved": 2, "handed_off": 1, "unanswered": 2, "abandoned": 0}
     gaps = {g["id"]: g for g in report["gaps"]}
     [unicycles] = [g for g in gaps.values() if "Do you rent unicycles?" in g["examples"]]
     assert unicycles["count"] == 2 and set(unicycles["examples"]) == {"Do you rent unicycles?",
@@ -209,6 +229,24 @@ def test_outcomes_resolved_handed_off_and_unanswered(api, fake_openai, overrides
     dismissed = api.post(f"/api/insights/gaps/{unicycles['id']}/dismiss", headers=ADMIN)
     assert dismissed.status_code == 200
     assert [g["id"] for g in insights(api)["gaps"]] == [holidays["id"]]
+
+    # The conversation list filters by outcome (newest activity first), alone or with a channel or text.
+    assert listed(api, outcome="handed_off") == [stuck_id]
+    assert listed(api, outcome="unanswered") == [puzzled_id, lost_first]
+    assert listed(api, outcome="resolved") == [lost_first, happy_first]
+    assert listed(api, outcome="abandoned") == []
+    assert listed(api, outcome="unanswered", channel="webchat") == [puzzled_id, lost_first]
+    assert listed(api, outcome="unanswered", channel="telegram") == []
+    assert listed(api, outcome="unanswered", q="unicycles") == [puzzled_id]
+    assert listed(api, outcome="handed_off", status="waiting") == [stuck_id]
+    assert listed(api, outcome="resolved", status="ended") == [lost_first, happy_first]
+    assert len(listed(api)) == 8
+    assert api.get("/api/conversations", params={"outcome": "happy"}, headers=ADMIN).status_code == 422
+    with httpx.Client(base_url=str(api.base_url), timeout=20) as console:
+        sign_in(console)
+        page = console.get("/admin/conversations", params={"outcome": "handed_off"}).text
+    assert '<option value="handed_off" selected>Handed off</option>' in page
+    assert re.findall(r'<tr data-conversation="([^"]+)"', page) == [stuck_id]
 
 
 def test_insights_refuse_bad_ranges_and_need_the_admin_token(api):
@@ -332,3 +370,44 @@ def test_a_checks_model_call_is_counted_and_priced_with_the_reply(api, fake_open
     [line] = [json.loads(row) for row in export.splitlines()]
     assert (line["prompt_tokens"], line["completion_tokens"]) == (reply[0] + judge[0], reply[1] + judge[1])
     assert line["cost"] == pytest.approx(expected, abs=1e-9)
+
+
+@pytest.mark.parametrize("overrides", [{"embeddings": "openai", "retrieval_strategy": "hybrid"}], ids=["openai"])
+def test_the_query_embeddings_the_endpoint_reports_are_counted_and_priced_with_the_turn(api, fake_openai,
+                                                                                        overrides):
+    assert api.post("/api/kb/topics", json=TOPICS[0], headers=ADMIN).status_code == 201
+    before = len(fake_openai.requests)  # the topic's own embedding is the knowledge base's, not a turn's
+    fake_openai.script_reply("We open at nine.")
+    reply = Visitor(api).say("When do you open on Sunday mornings?")
+    embedded = [embedding_tokens(r["body"]["input"] if isinstance(r["body"]["input"], list) else [r["body"]["input"]])
+                for r in fake_openai.requests[before:] if r["path"] == "/v1/embeddings"]
+    assert embedded and sum(embedded) >= len("When do you open on Sunday mornings?".split())
+    [trace] = api.get(f"/api/conversations/{reply['conversation_id']}", headers=ADMIN).json()["traces"]
+    assert [(c["kind"], c["model"], c["prompt_tokens"]) for c in trace["model_calls"]] == [
+        ("embedding", "text-embedding-3-small", n) for n in embedded]
+    prompt, completion = fake_usage("We open at nine.")
+    report = insights(api)
+    assert report["tokens"] == {"prompt": prompt + sum(embedded), "completion": completion, "unpriced": 0}
+    expected = (prompt * 2.5 + completion * 10.0 + sum(embedded) * 0.02) / 1e6  # text-embedding-3-small: 0.02
+    assert report["cost"] == pytest.approx(expected, abs=1e-12)
+
+
+def test_a_web_chat_client_that_disconnects_before_the_posted_answer_abandoned_it(api, fake_openai):
+    patient, gone = Visitor(api), Visitor(api)
+    patient.conversation_id = patient.say("When do you open?")["conversation_id"]  # answered as it waited
+    fake_openai.script_reply("A slow answer.", delay_s=1.0)
+    with httpx.Client(base_url=str(api.base_url), timeout=0.3) as impatient, pytest.raises(httpx.ReadTimeout):
+        impatient.post(f"/api/chat/sessions/{gone.session_id}/messages", json={"text": "Tandem price?"},
+                       headers={"Authorization": gone.auth["Authorization"]})
+    deadline = time.monotonic() + 10
+    while insights(api)["turns"] < 2 and time.monotonic() < deadline:  # the turn goes on and is stored
+        time.sleep(0.05)
+    report = insights(api)
+    assert (report["turns"], report["abandoned"]) == (2, 1)
+    assert outcome_metric(api.get("/metrics").text, "abandoned") == 1
+    [abandoned] = listed(api, outcome="abandoned")
+    transcript = api.get(f"/api/conversations/{abandoned}", headers=ADMIN).json()["messages"]
+    assert [m["text"] for m in transcript] == ["Tandem price?", "A slow answer."]
+    export = api.get("/api/conversations/export", params={"format": "jsonl"}, headers=ADMIN).text
+    outcomes = {row["id"]: row["outcome"] for row in map(json.loads, export.splitlines())}
+    assert "abandoned" in outcomes[abandoned] and "abandoned" not in outcomes[patient.conversation_id]

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from gateway.core.models import InboundMessage, new_id
+from gateway.core.models import InboundMessage, new_id, utcnow
 from gateway.services import Services
 from rag_core.strategies.llm_select import SELECTED_NOTHING
 from rag_core.topic import Topic
@@ -114,6 +114,13 @@ async def test_voice_turn_runs_rag_as_a_job_on_the_rag_queue(services, fake_open
     await worker
     assert outcome.turn.trace.retrieval.selected == ["hours"]
     assert "We are open 9:00-17:00" in fake_openai.chat_requests()[-1]["body"]["messages"][0]["content"]
+    # The job's selection call is counted with the turn's reply, at the call's channel (insight's cost).
+    today = utcnow().date()
+    [day] = await services.insight.counters.read(today, today, (None, "twilio_voice", None))
+    reply = outcome.turn.trace.usage
+    assert outcome.turn.trace.model_calls == []  # the selection ran in the job, not in the turn's task
+    assert day.counts["prompt"] == reply.prompt_tokens + 11  # the fake model server reports 11 a call
+    assert day.counts["completion"] > reply.completion_tokens
 
 
 async def test_voice_turn_goes_on_with_the_stored_context_when_the_job_is_late(settings, fake_openai):
@@ -148,4 +155,5 @@ async def test_a_call_that_starts_with_history_queues_its_context_only_on_a_queu
     await services.pipeline.accept(inbound("hello", "phone:+15550102", "twilio_voice"), rag_mode="queued")
     assert queue.count == 1
     [job] = queue.jobs
-    assert job.args[1:] == ("prepare_rag_context", job.args[2], "how much is an e-bike", job.args[4])
+    assert job.args[1:] == ("prepare_rag_context", job.args[2], "how much is an e-bike", job.args[4],
+                            None, "twilio_voice", None)  # where its model calls are counted

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from gateway.core.models import InboundMessage
+from gateway.core.models import InboundMessage, utcnow
 from gateway.turn.ports import DeliveryReport
 from tests.gateway.live.conftest import eventually
 
@@ -120,6 +120,10 @@ async def test_a_burst_of_turns_queues_one_extraction_once_its_delay_has_passed(
     # A turn after that marks the persona due again.
     fake_openai.script_json(META)
     assert "Ada Lovelace" in await meta.extract(persona.id)
+    # the extraction's model call (a job's, outside any turn) is counted in insight's tokens, with no channel
+    today = utcnow().date()
+    [day] = await services.insight.counters.read(today, today, (None, None, None))
+    assert day.counts["prompt"] == 11 and day.counts["completion"] > 0  # what the fake model server reports
     await meta.on_turn_completed(TurnCompleted(persona.id, "c1", "t3"))
     clock.advance(timedelta(seconds=31))
     assert await meta.sweep() == 1 and jobs.count == 2

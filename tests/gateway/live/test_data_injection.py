@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 from rq import Retry
 
+from gateway.core.models import utcnow
 from gateway.jobs.registry import run_job
 from gateway.live.context import FETCH_DATA_JOB
 from gateway.live.data_injection import FETCHED_AT, RETRIEVED, STATUS, period_seconds
@@ -126,6 +127,11 @@ async def test_summary_uses_the_llm_within_a_budget(services, data_source, fake_
     assert await services.customer_attributes.get(RETRIEVED.name) == "3 rooms free tonight; sea view from 180 EUR."
     sent = fake_openai.chat_requests()[-1]["body"]["messages"][0]["content"]
     assert "Stay under 1500 tokens" in sent and '"price": 180' in sent
+    # the summary's model call (the fetch job's, outside any turn) is counted in insight's tokens
+    today = utcnow().date()
+    [day] = await services.insight.counters.read(today, today, (None, None, None))
+    summary = "3 rooms free tonight; sea view from 180 EUR."
+    assert (day.counts["prompt"], day.counts["completion"]) == (11, len(summary) // 4)
 
 
 async def test_summary_without_an_llm_is_skipped_not_faked(live_settings, clock, data_source):
