@@ -1,8 +1,10 @@
-"""A message with only media (a photo, a voice note, a location): recorded in the transcript as a safe
-description and answered with a short text saying what the bot reads — no turn, no model call.
+"""A message with media the bot does not use (a location, a sticker; a photo for an agent that cannot see,
+a voice note past the caps): recorded in the transcript as a safe description and answered with a short
+text — no turn, no model call. ``media_turn_work`` is what a channel does with the gateway's media
+service's outcome (issue 44): the turn it made, or such an answer.
 
-Shared by the messaging kinds that receive media before the media issue lands (WhatsApp through
-Twilio, the Meta kinds, Teams). The description never carries a vendor URL that grants access to the file.
+Used by every messaging kind for media it does not read (Teams, Messenger and Instagram: all of theirs). The
+description never carries a vendor URL that grants access to the file.
 """
 
 from __future__ import annotations
@@ -12,11 +14,16 @@ from gateway.channel import (
     ChannelDeliveryError,
     InboundMessage,
     Message,
+    Refused,
     ReplySink,
     Role,
+    SendWork,
+    Turn,
+    TurnWork,
+    Work,
 )
 
-__all__ = ["MEDIA_REPLY", "answer_media", "record_media"]
+__all__ = ["MEDIA_REPLY", "answer_media", "media_turn_work", "record_media"]
 
 MEDIA_REPLY = "I can read text messages only: please type your question."
 
@@ -33,11 +40,27 @@ async def record_media(context: ChannelContext, inbound: InboundMessage) -> tupl
 
 
 async def answer_media(context: ChannelContext, sink: ReplySink, channel: str, conversation_id: str,
-                       persona_id: str) -> None:
-    """Send ``MEDIA_REPLY`` and store it with its delivery outcome; a failed send raises (the inbox retries)."""
-    report = await sink.deliver(MEDIA_REPLY)
+                       persona_id: str, text: str = MEDIA_REPLY) -> None:
+    """Send ``text`` (``MEDIA_REPLY``: the bot reads text only) and store it with its delivery outcome; a failed
+    send raises (the inbox retries)."""
+    report = await sink.deliver(text)
     await context.store.add_message(Message(
-        conversation_id=conversation_id, persona_id=persona_id, role=Role.AGENT, channel=channel, text=MEDIA_REPLY,
+        conversation_id=conversation_id, persona_id=persona_id, role=Role.AGENT, channel=channel, text=text,
         delivery="delivered" if report.delivered else "failed", delivery_error=report.error))
     if not report.delivered:
         raise ChannelDeliveryError(report.error or f"{channel} send failed")
+
+
+async def media_turn_work(context: ChannelContext, outcome: Turn | Refused | None, sink: ReplySink, channel: str,
+                          claim: tuple[str, str], what: str) -> Work | None:
+    """The turn the media service made, or its polite answer recorded and sent once (``claim``: the kind and
+    id of the vendor's message, claimed so a redelivery answers nothing)."""
+    if outcome is None:
+        return None
+    if not isinstance(outcome, Refused):
+        return TurnWork(outcome, sink)
+    if not await context.store.claim_once(claim[0], channel, claim[1]):
+        context.metrics.duplicates.labels(channel).inc()
+        return None
+    where = await record_media(context, outcome.inbound)
+    return SendWork(lambda: answer_media(context, sink, channel, *where, text=outcome.answer), what=what)

@@ -42,6 +42,8 @@ from gateway.inbox.delivery import Delivery
 from gateway.inbox.handler import DeliveryRejected, InboxHandler, SendWork, TurnWork, Work
 from gateway.insight.feedback import Feedback, Voter
 from gateway.jobs.lease import Lease, run_while_held
+from gateway.media.download import MediaSource
+from gateway.media.service import Refused
 from gateway.services import ChannelContext
 from gateway.turn.pipeline import Turn, TurnOutcome
 from gateway.turn.ports import (
@@ -71,7 +73,7 @@ __all__ = [
     "TurnWork", "Unauthorized", "Voter",
     "Work", "bearer_token", "chat_page_policy", "client_address", "decode_json", "describe_operation", "failure",
     "webhook_operation", "VendorUnreachable", "delivery_id", "order_key", "scope_identity", "scope_thread", "scoped",
-    "split_delivery_id", "masked_in_logs", "mask", "Lease", "run_while_held",
+    "split_delivery_id", "masked_in_logs", "mask", "Lease", "run_while_held", "MediaSource", "Refused",
 ]
 
 

@@ -77,7 +77,7 @@ from gateway.knowledge.demo import load_demo_knowledge
 from gateway.knowledge.ingest_jobs import IngestJobs
 from gateway.knowledge.kb_tool import KnowledgeTool, ToolSupport
 from gateway.knowledge.rag_preparation import PREPARE_RAG_JOB, PrepareRagContext
-from gateway.knowledge.search import Knowledge
+from gateway.knowledge.search import Knowledge, extract_budget
 from gateway.knowledge.semantic_cache import SemanticCache
 from gateway.knowledge.topic_writer import TopicWriter
 from gateway.knowledge.websites import WebsiteIngestion
@@ -86,6 +86,11 @@ from gateway.live.conversation_meta import EXTRACT_META_JOB
 from gateway.live.prompt import PromptBuilder
 from gateway.live.template_render import RenderBudget
 from gateway.live.timers import TIMER_TICK_JOB, Timer, periodic_timer
+from gateway.media.conversation_documents import ConversationDocuments
+from gateway.media.documents import ChatDocuments
+from gateway.media.download import MediaDownloader
+from gateway.media.service import ChatMedia
+from gateway.media.speech import Speech
 from gateway.tools.mcp_client import McpClient
 from gateway.tools.service import ToolSources
 from gateway.tools.store import ToolSourceStore
@@ -144,6 +149,7 @@ class ChannelContext:
     # whether this process holds connections' long-lived listeners (a mailbox, a Discord Gateway): a serving
     # process does, a ``switchboard worker`` does not (it only answers what the listeners queued)
     holds_listeners: bool = False
+    media: ChatMedia | None = None  # issue 44: a chat's voice notes, photos and documents made into a turn
 
     async def ack_delivery(self, channel: str, dedup_id: str, order_key: str, body: str | bytes) -> bool:
         """Queue a verified delivery in the inbox (one round trip); False, counted, for a vendor's retry."""
@@ -200,6 +206,7 @@ class Services:
     insight: Insight | None = None  # issue 41: feedback, outcomes, cost
     visitors: list[VisitorCheck] = field(default_factory=list)  # channels' visitors who may rate replies
     tool_sources: ToolSources | None = None  # tools (issue 40): MCP servers the agents' tools come from
+    media: ChatMedia | None = None  # issue 44: voice notes, photos and documents sent in a chat
     on_start: list[Hook] = field(default_factory=list)
     on_stop: list[Hook] = field(default_factory=list)
 
@@ -362,6 +369,8 @@ class Services:
         services.on_start.append(services._channel_agent)
         services.connections = Connections(settings, ConnectionStore(store, box), agents, {})
         services.tool_sources = tool_sources
+        services.media = _chat_media(settings, pipeline, llm, channel_agent, resolver, store)
+        services.on_stop.append(services.media.aclose)
         services.on_start.append(services._rotate_connection_keys)
         services.on_stop.append(services.live_feed.stop)
         if consume_inbox if consume_inbox is not None else settings.inbox_consumer:
@@ -467,7 +476,7 @@ class Services:
             connections=self.connections.store if self.connections else None,
             connection_verifiers=self.connections.verifiers if self.connections else {},
             visitors=self.visitors, environment_connections=environment_connections(self.settings),
-            feedback=self.insight.feedback if self.insight else None,
+            feedback=self.insight.feedback if self.insight else None, media=self.media,
             left_after_turn=self.insight.outcomes.left_after_turn if self.insight else None,
             holds_listeners=holds_listeners,
         )
@@ -569,6 +578,17 @@ def _appends(
         settings.agent_id, knowledge, attributes, jobs, writer, websites, queues["jobs"], mutex,
         settings.max_topic_chars,
     )
+
+
+def _chat_media(settings: Settings, pipeline: TurnPipeline, llm: LLMClient | None, agent: ChannelAgent,
+                resolver: Resolver, store: RedisStore) -> ChatMedia:
+    """Media in chats (issue 44): downloads through the outbound guard, speech to text, the extractors' sandbox;
+    a conversation's documents given to its later turns too."""
+    downloader = MediaDownloader(settings, OutboundPolicy.parse(settings.outbound_allow_hosts, resolver))
+    documents = ChatDocuments(extract_budget(settings), settings.chat_document_max_tokens)
+    kept = ConversationDocuments(store, settings.inactivity_timeout_s)
+    pipeline.preparers.append(kept)
+    return ChatMedia(settings, pipeline, downloader, Speech(settings), documents, agent.vision, llm, kept)
 
 
 def _idle_sweep_timer(sessions: Sessions, period_s: int) -> Timer:

@@ -16,8 +16,9 @@ from fastapi import Request, Response
 
 from channels.errors import ChannelRateLimited, ChannelRejected, ChannelUnavailable
 from channels.masking import MaskedSink
-from channels.media_answer import answer_media, record_media
+from channels.media_answer import answer_media, media_turn_work, record_media
 from channels.meta.graph import Graph
+from channels.meta.media import media_sources
 from channels.meta.platform import Platform, Received
 from channels.meta.sender import OUTSIDE_WINDOW, MetaSink, refusal_noted, refused_outside_window
 from channels.meta.webhook import Incoming, StatusUpdate, challenge, signed_body
@@ -29,7 +30,9 @@ from gateway.channel import (
     CredentialsRefused,
     Delivery,
     InboundMessage,
+    MediaSource,
     SendWork,
+    Turn,
     TurnWork,
     VendorUnreachable,
     Work,
@@ -92,6 +95,10 @@ class MetaConnections:
     async def accept(self, delivery: Delivery, connection: Connection) -> Work | None:
         received = self.platform.received(delivery)
         sink = self._sink(received, connection)
+        if self.context.media is not None and self.platform.kind == "whatsapp_cloud":
+            sources = media_sources(self.graph, connection.secret(self.platform.token_field), received.media)
+            if sources:  # a voice note, photo or document (issue 44): the media service makes it a turn
+                return await self._media(received, sources, delivery, connection, sink)
         if received.text:
             turn = await self.context.pipeline.accept(scoped(self._inbound(received, received.text), connection),
                                                       delivery_id=delivery.id)
@@ -105,6 +112,17 @@ class MetaConnections:
         masked = MaskedSink.of(sink, connection, self.context)  # its delivery error is stored by answer_media
         return SendWork(lambda: answer_media(self.context, masked, self.platform.channel, *where),
                         what=f"{self.platform.kind} media answer ({connection.id})")
+
+    async def _media(self, received: Received, sources: list[MediaSource], delivery: Delivery, connection: Connection,
+                     sink: MetaSink) -> Work | None:
+        assert self.context.media is not None
+        inbound = scoped(self._inbound(received, received.text), connection)
+        outcome = await self.context.media.accept(inbound, sources, delivery_id=delivery.id)
+        if isinstance(outcome, Turn):
+            sink.turn_id = outcome.trace.turn_id
+        return await media_turn_work(self.context, outcome, MaskedSink.of(sink, connection, self.context),
+                                     self.platform.channel, ("msg", delivery.dedup_id),
+                                     f"{self.platform.kind} media answer ({connection.id})")
 
     def _sink(self, received: Received, connection: Connection) -> MetaSink:
         return MetaSink(self.graph, self.platform, received, self.policy, self.context, connection)

@@ -37,7 +37,7 @@ def _media(message: WaMessage) -> tuple[Attachment, ...]:
                  "video": "a video", "document": "a document", "sticker": "a sticker"}[kind]
         name = f' "{media.filename}"' if media.filename else ""
         mime = f" ({media.mime_type})" if media.mime_type else ""
-        return (Attachment(kind=kind, file_id=media.id, mime_type=media.mime_type,
+        return (Attachment(kind=kind, file_id=media.id, mime_type=media.mime_type, filename=media.filename,
                            description=f"[{words}{name}{mime}]"),)
     if kind == "location" and message.location is not None:
         place = message.location

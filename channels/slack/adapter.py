@@ -20,7 +20,7 @@ from urllib.parse import parse_qsl
 
 import aiohttp
 from fastapi import APIRouter, Request, Response
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from slack_bolt.adapter.fastapi.async_handler import AsyncSlackRequestHandler
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
@@ -32,8 +32,10 @@ from channels import webhook_docs
 from channels.connection_capabilities import SLACK
 from channels.delivery import deliver_parts, deliver_rated_parts, reject_unverified, turn_runner
 from channels.errors import ChannelRateLimited, ChannelRejected, ChannelUnavailable
+from channels.media_answer import media_turn_work
 from channels.outbound_retry import RetryPolicy
 from channels.render import render
+from channels.slack.files import SlackFile, media_sources
 from channels.slack.ratings import ACTION_PREFIX, RatingPress, SlackRatings, rated_blocks
 from gateway.channel import (
     BadRequest,
@@ -45,6 +47,7 @@ from gateway.channel import (
     InboundMessage,
     InvalidJSON,
     TurnWork,
+    Work,
     decode_json,
     delivery_id,
     order_key,
@@ -81,10 +84,11 @@ class SlackEvent(BaseModel):
     thread_ts: str | None = None
     subtype: str | None = None
     bot_id: str | None = None
+    files: list[SlackFile] = Field(default_factory=list)  # issue 44: audio clips, images, documents
 
     @property
     def from_person(self) -> bool:
-        return self.user is not None and self.bot_id is None and self.subtype is None
+        return self.user is not None and self.bot_id is None and self.subtype in (None, "file_share")
 
     @property
     def reply_ts(self) -> str | None:
@@ -203,7 +207,7 @@ class SlackAdapter:
         return Response(status_code=200)
 
     # -- a turn consumer hands queued events back here -----------------------------------------
-    async def accept(self, delivery: Delivery) -> TurnWork | None:
+    async def accept(self, delivery: Delivery) -> Work | None:
         request = AsyncBoltRequest(body=delivery.body, headers={"content-type": "application/json"})
         request.context[_DELIVERY] = delivery.id  # read back by the listener: the message's claim owner
         response = await self.app.async_dispatch(request)
@@ -249,7 +253,7 @@ class SlackAdapter:
         except Exception as exc:  # handed to the consumer: bolt would only log it
             context[_ERROR] = exc
 
-    async def _accept(self, body: dict, raw: dict, *, mention: bool, delivery_id: str | None) -> TurnWork | None:
+    async def _accept(self, body: dict, raw: dict, *, mention: bool, delivery_id: str | None) -> Work | None:
         try:
             event = SlackEvent.model_validate(raw)
         except ValidationError:
@@ -258,7 +262,8 @@ class SlackAdapter:
         if not event.from_person or (not mention and event.channel_type != "im"):
             return None  # bots (ourselves included), edits and channel chatter without a mention
         text = event.plain_text()
-        if not text:
+        readable = [f for f in event.files if f.kind is not None]
+        if not text and not (readable and self.context.media is not None):
             return None
         team = event.team or body.get("team_id") or "-"
         reply_ts = event.reply_ts
@@ -272,9 +277,15 @@ class SlackAdapter:
             identity=f"slack:{team}/{event.user}",
             text=text,
             thread=thread,
+            attachments=tuple(f.attachment() for f in event.files),
         )
         if self.connection is not None:
             inbound = scoped(inbound, self.connection)
+        if readable and self.context.media is not None:
+            sources = media_sources(readable, self.client.token or "", self.context.settings.slack_api_base)
+            outcome = await self.context.media.accept(inbound, sources, delivery_id=delivery_id)
+            return await media_turn_work(self.context, outcome, self._sink(event.channel, reply_ts), CHANNEL,
+                                         ("msg", inbound.external_message_id), f"slack media answer {event.ts}")
         turn = await self.context.pipeline.accept(inbound, delivery_id=delivery_id)
         return None if turn is None else TurnWork(turn, self._sink(event.channel, reply_ts))
 

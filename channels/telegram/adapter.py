@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+from collections.abc import Awaitable, Callable
 
 from aiogram import Bot
 from aiogram.client.default import DefaultBotProperties
@@ -29,6 +30,7 @@ from channels.outbound_retry import RetryPolicy, send_with_retry
 from channels.render import html_to_text, render
 from channels.telegram.api import call as _call
 from channels.telegram.buttons import Buttons, take_choice
+from channels.telegram.media import media_work, without_media
 from channels.telegram.ratings import PREFIX as RATING_PREFIX
 from channels.telegram.ratings import TelegramRatings, keyboard
 from channels.telegram.updates import (
@@ -39,6 +41,7 @@ from channels.telegram.updates import (
     ChatText,
     ChoicePress,
     Ignored,
+    MediaMessage,
     StartCommand,
     Unsupported,
     chat_key,
@@ -82,6 +85,8 @@ class TelegramSink:
         self.policy = policy
         self.buttons = buttons  # 👍 / 👎 under a turn's reply (SWITCHBOARD_FEEDBACK_BUTTONS)
         self.keyboard: InlineKeyboardMarkup | None = None
+        # SWITCHBOARD_VOICE_REPLY (issue 44): a voice note's reply is also spoken, after its text is delivered
+        self.voice_reply: Callable[[str], Awaitable[None]] | None = None
 
     def offer(self, choices: list[str]) -> None:
         """The reply's answers as an inline keyboard (a proposed action's Yes / No): a press is the person's
@@ -118,14 +123,21 @@ class TelegramSink:
         return str(sent.message_id)
 
     async def deliver(self, text: str) -> DeliveryReport:
-        return await deliver_parts(render(text, CAPABILITIES), self._send, self.policy, what="telegram sendMessage")
+        report = await deliver_parts(render(text, CAPABILITIES), self._send, self.policy, what="telegram sendMessage")
+        return await self._spoken(text, report)
 
     async def deliver_rated(self, text: str, message_id: str) -> DeliveryReport:
         """The reply with the rating keyboard under its last part (when buttons are on)."""
         if not self.buttons:
             return await self.deliver(text)
-        return await deliver_rated_parts(render(text, CAPABILITIES), self._send, self.policy,
-                                         what="telegram sendMessage", message_id=message_id)
+        report = await deliver_rated_parts(render(text, CAPABILITIES), self._send, self.policy,
+                                           what="telegram sendMessage", message_id=message_id)
+        return await self._spoken(text, report)
+
+    async def _spoken(self, text: str, report: DeliveryReport) -> DeliveryReport:
+        if self.voice_reply is not None and report.delivered:
+            await self.voice_reply(text)  # never raises: the text reply is what counts
+        return report
 
     async def say(self, text: str) -> None:
         """A canned answer outside a turn; raises if it finally fails (the runner logs it)."""
@@ -234,6 +246,11 @@ class TelegramAdapter:
             return None
         if isinstance(event, ChoicePress):
             await take_choice(self.bot, event)
+        if isinstance(event, MediaMessage):
+            if self.context.media is not None:
+                return await media_work(self.context, self.bot, event, self._sink(event.target),
+                                        api_base=self.settings.telegram_api_base, delivery_id=delivery_id)
+            event = without_media(event)
         if isinstance(event, ChatText):
             turn = await self.context.pipeline.accept(event.inbound, delivery_id=delivery_id)
             return None if turn is None else TurnWork(turn, self._sink(event.target))

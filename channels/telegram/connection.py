@@ -26,6 +26,7 @@ from channels.errors import ChannelRejected
 from channels.outbound_retry import RetryPolicy
 from channels.telegram.adapter import ALLOWED_UPDATES, CAPABILITIES, SECRET_HEADER, TelegramSink, _call
 from channels.telegram.buttons import Buttons, take_choice
+from channels.telegram.media import media_work, without_media
 from channels.telegram.ratings import PREFIX as RATING_PREFIX
 from channels.telegram.ratings import TelegramRatings
 from channels.telegram.updates import (
@@ -34,6 +35,7 @@ from channels.telegram.updates import (
     ChatText,
     ChoicePress,
     Ignored,
+    MediaMessage,
     StartCommand,
     Unsupported,
     chat_key,
@@ -139,6 +141,13 @@ class TelegramConnections:
             return None
         if isinstance(event, ChoicePress):
             await take_choice(bot, event)
+        if isinstance(event, MediaMessage):
+            if self.context.media is not None:
+                sink = ConnectionTelegramSink(bot, event.target, self.policy, self.context, connection)
+                return await media_work(self.context, bot, event, sink, delivery_id=delivery.id,
+                                        api_base=self.context.settings.telegram_api_base,
+                                        inbound=scoped(event.inbound, connection), claim_id=delivery.dedup_id)
+            event = without_media(event)
         if isinstance(event, ChatText):
             turn = await self.context.pipeline.accept(scoped(event.inbound, connection), delivery_id=delivery.id)
             sink = ConnectionTelegramSink(bot, event.target, self.policy, self.context, connection)

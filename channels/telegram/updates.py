@@ -4,7 +4,8 @@ A press of one of a reply's choice buttons (a ``callback_query`` whose data is `
 action's Yes / No) is the presser's next message, its text the choice; any other press (the rating
 buttons) is a ``ButtonPress`` for the adapter's button handlers. Private chats always reach the bot; in groups only
 messages that mention it (``@username`` or a text mention) or reply to one of its messages do. Captions
-count as text; a message with no text (photo, voice note, sticker, location …) gets a plain answer. File
+count as text; a voice note, audio file, photo or document is a ``MediaMessage`` (its caption the text); any
+other message with no text (sticker, location …) gets a plain answer. File
 URLs are never built here: attachments keep the ``file_id`` only (a download URL carries the bot token).
 """
 
@@ -17,7 +18,8 @@ from aiogram.types import Message, Update, User
 from gateway.channel import Attachment, InboundMessage
 
 __all__ = [
-    "CHOICE_PREFIX", "ButtonPress", "ChatText", "ChatTarget", "ChoicePress", "Ignored", "StartCommand", "TelegramEvent",
+    "CHOICE_PREFIX", "READ_MEDIA", "ButtonPress", "ChatText", "ChatTarget", "ChoicePress", "Ignored", "MediaMessage",
+    "StartCommand", "TelegramEvent",
     "Unsupported", "chat_key", "read_update", "target_of",
 ]
 
@@ -62,6 +64,15 @@ class ChatText:
 
 
 @dataclass(frozen=True)
+class MediaMessage:
+    """A voice note, audio file, photo or document (issue 44): ``inbound.text`` is its caption ("" without
+    one), ``inbound.attachments`` say what came; the adapter hands it to the gateway's media service."""
+
+    target: ChatTarget
+    inbound: InboundMessage
+
+
+@dataclass(frozen=True)
 class ButtonPress:
     """A press on an inline keyboard button under one of the bot's messages (a callback query)."""
 
@@ -84,7 +95,8 @@ class ChoicePress(ChatText):
     message_id: int = 0
 
 
-TelegramEvent = Ignored | Unsupported | StartCommand | ChatText | ButtonPress
+TelegramEvent = Ignored | Unsupported | StartCommand | ChatText | MediaMessage | ButtonPress
+READ_MEDIA = frozenset({"voice", "audio", "video_note", "photo", "document"})  # what the media service reads
 
 
 def _attachments(msg: Message) -> tuple[Attachment, ...]:
@@ -96,7 +108,8 @@ def _attachments(msg: Message) -> tuple[Attachment, ...]:
         media = getattr(msg, kind)
         if media is not None:
             found.append(Attachment(kind=kind, file_id=media.file_id, mime_type=getattr(media, "mime_type", None),
-                                    size=media.file_size))
+                                    size=media.file_size, seconds=getattr(media, "duration", None),
+                                    filename=getattr(media, "file_name", None)))
     if msg.sticker is not None:
         found.append(Attachment(kind="sticker", file_id=msg.sticker.file_id, description=msg.sticker.emoji))
     if msg.location is not None:
@@ -197,6 +210,12 @@ def read_update(update: Update, me: User) -> TelegramEvent:
     command = (text or "").strip().split("@", 1)[0].split(maxsplit=1)
     if command and command[0] == "/start":
         return StartCommand(target, identity, thread, msg.from_user.full_name)
+    attachments = _attachments(msg)
+    if any(a.kind in READ_MEDIA for a in attachments):
+        return MediaMessage(target, InboundMessage(
+            channel=CHANNEL, external_user_id=str(msg.from_user.id), external_message_id=str(update.update_id),
+            identity=identity, text=(text or "").strip(), thread=thread, attachments=attachments,
+            display_name=msg.from_user.full_name))
     if not text or not text.strip():
         return Unsupported(target, _kind(msg))
     inbound = InboundMessage(
@@ -206,7 +225,7 @@ def read_update(update: Update, me: User) -> TelegramEvent:
         identity=identity,
         text=text.strip(),
         thread=thread,
-        attachments=_attachments(msg),
+        attachments=attachments,
         display_name=msg.from_user.full_name,
     )
     return ChatText(target, inbound)

@@ -3,17 +3,21 @@
 Twilio posts each WhatsApp message to ``/channels/whatsapp/{id}`` (``From``/``To`` are
 ``whatsapp:+<number>``), signed with the connection's auth token. Text goes through the inbox and a
 turn; the reply is sent with the Messages API from the connection's sender, split at WhatsApp's
-4,096 characters. A message with only media (an image, a voice note) is recorded in the transcript
-with its media URL (Twilio's media URLs need the account's credentials to fetch: no secret in them)
-and answered with a short text saying the bot reads text. Outside WhatsApp's 24-hour
+4,096 characters. A voice note, photo or document (issue 44) is handed to the gateway's media service,
+which downloads it from Twilio's media URL with the account's credentials (sent only to the Twilio API's
+own host) and makes it a turn, or answers politely; other media (a video, a contact card) is recorded
+in the transcript with its media URL (no secret in it) and answered with a short text saying the bot
+reads text. Outside WhatsApp's 24-hour
 customer-service window Twilio refuses a free-form reply (error 63016): the refusal is the
 reply's delivery error, in the turn trace and the console, and counted in the connection's status.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
+from urllib.parse import urlsplit
 
 from fastapi import Request, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -23,7 +27,7 @@ from channels.connections import note_delivery
 from channels.delivery import deliver_parts
 from channels.errors import ChannelRejected
 from channels.masking import MaskedSink
-from channels.media_answer import answer_media, record_media
+from channels.media_answer import answer_media, media_turn_work, record_media
 from channels.outbound_retry import RetryPolicy
 from channels.render import render
 from channels.reply_outcome import mark_reply, remember_sent
@@ -40,7 +44,9 @@ from gateway.channel import (
     DeliveryRejected,
     DeliveryReport,
     InboundMessage,
+    MediaSource,
     SendWork,
+    Turn,
     TurnWork,
     Work,
     delivery_id,
@@ -76,6 +82,21 @@ class WhatsAppWebhook(BaseModel):
         return message, media
 
 
+def _media_kind(content_type: str) -> str | None:
+    """What the media service calls a Twilio media item, by its declared type; None: not one it reads."""
+    if content_type.startswith("audio/"):
+        return "audio"
+    if content_type.startswith("image/"):
+        return "photo"
+    if content_type in DOCUMENT_TYPES:
+        return "document"
+    return None
+
+
+DOCUMENT_TYPES = frozenset({"application/pdf", "text/plain", "text/csv",
+                            "application/vnd.openxmlformats-officedocument.wordprocessingml.document"})
+
+
 def _queued(delivery: Delivery) -> tuple[WhatsAppWebhook, list[tuple[str, str]]]:
     try:
         return WhatsAppWebhook.read(delivery.json())
@@ -90,6 +111,10 @@ def _inbound(message: WhatsAppWebhook, text: str, media: list[tuple[str, str]]) 
         identity=f"whatsapp:{number}", text=text, display_name=message.profile_name,
         attachments=tuple(Attachment(kind=kind.split("/", 1)[0], mime_type=kind) for kind, _ in media),
     )
+
+
+def _host(url: str) -> str:
+    return (urlsplit(url).hostname or "").lower()
 
 
 def _refused_outside_window() -> str:
@@ -168,6 +193,8 @@ class WhatsAppConnections(TwilioAccountConnections):
                 return None
             sink.turn_id = turn.trace.turn_id
             return TurnWork(turn, sink)
+        if self.context.media is not None and any(_media_kind(kind) for kind, _ in media):
+            return await self._media(message, media, delivery, connection, sink)
         if not await self.context.store.claim_once("msg", CHANNEL, delivery.dedup_id):
             return None
         described = "\n".join(f"[{kind}] {url}" for kind, url in media) or "[an empty message]"
@@ -175,6 +202,22 @@ class WhatsAppConnections(TwilioAccountConnections):
         masked = MaskedSink.of(sink, connection, self.context)  # its delivery error is stored below
         return SendWork(lambda: answer_media(self.context, masked, CHANNEL, *where),
                         what=f"whatsapp media answer ({connection.id})")
+
+    async def _media(self, message: WhatsAppWebhook, media: list[tuple[str, str]], delivery: Delivery,
+                     connection: Connection, sink: WhatsAppSink) -> Work | None:
+        assert self.context.media is not None
+        api_base = self.context.settings.twilio_api_base
+        account = f"{connection.secret('account_sid')}:{connection.secret('auth_token')}"
+        auth = {"Authorization": "Basic " + base64.b64encode(account.encode()).decode()}
+        sources = [MediaSource(kind=kind, url=url, vendor_base=api_base,
+                               headers=auth if _host(url) == _host(api_base) else {})  # credentials: Twilio's only
+                   for content_type, url in media if (kind := _media_kind(content_type))]
+        inbound = scoped(_inbound(message, message.body.strip(), media), connection)
+        outcome = await self.context.media.accept(inbound, sources, delivery_id=delivery.id)
+        if isinstance(outcome, Turn):
+            sink.turn_id = outcome.trace.turn_id
+        return await media_turn_work(self.context, outcome, MaskedSink.of(sink, connection, self.context), CHANNEL,
+                                     ("msg", delivery.dedup_id), f"whatsapp media answer ({connection.id})")
 
     async def _status(self, form: dict[str, str], connection: Connection) -> None:
         """A reply Twilio or WhatsApp finally refused: its turn's trace and stored reply say why."""

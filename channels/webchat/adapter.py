@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from channels.webchat.sessions import WebSession, WebSessions
 from channels.webchat.turns import TurnState, WebTurns
+from channels.webchat.voice import VOICE_PATH, answer_recording
 from gateway.channel import (
     BadRequest,
     Capabilities,
@@ -371,6 +372,15 @@ class WebChatAdapter:
             # The token is checked before the body is read: a stranger's request costs no parsing.
             session = await adapter.authenticate(session_id, bearer_token(request), client_address(request))
             return await adapter.post_message(session, _message_body(await request.body()), request.is_disconnected)
+
+        @router.post(VOICE_PATH, openapi_extra={"requestBody": {"required": True, "content": {
+            "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}})
+        async def post_voice(session_id: str, request: Request) -> dict:
+            """A recording from the widget's microphone (issue 44): transcribed, then answered."""
+            session = await adapter.authenticate(session_id, bearer_token(request), client_address(request))
+            sink = _CollectingSink()
+            return await answer_recording(adapter.context, session, await request.body(), sink, CHANNEL,
+                                          lambda key, turn: adapter._run(key, turn, sink), adapter.turns.save_into)
 
         @router.get("/api/chat/sessions/{session_id}/messages")
         async def get_messages(session_id: str, request: Request) -> dict:

@@ -49,6 +49,10 @@ SECTIONS = {
     "trusted_proxies": "Rate limits",
     "widget_origins": "Exposure",
     "turn_cpu_slots": "Turn speed",
+    # appended after LAST_KNOWN: each named, so they stay together under their own heading
+    **dict.fromkeys(["media_max_mb", "keep_media", "stt_base_url", "stt_api_key", "stt_model", "stt_max_seconds",
+                     "voice_reply", "tts_model", "tts_voice", "chat_document_max_tokens", "media_image_max_px"],
+                    "Voice notes, photos and documents in a chat"),
 }
 LAST_KNOWN = "turn_cpu_slots"
 

@@ -66,6 +66,11 @@ class ChannelAgent:
             return None
         return config.citations.over(self.default_citations)
 
+    async def vision(self, agent: str | None = None) -> bool:
+        """Whether the agent's model sees images (``config.vision``, issue 44)."""
+        config = await self._config(agent)
+        return config is not None and config.vision
+
     async def tools(self, agent: str | None = None) -> list[ToolChoice]:
         config = await self._config(agent)
         return list(config.tools) if config is not None else []

@@ -72,6 +72,7 @@ class AgentConfig(_Camel):
     inference_config: InferenceConfig = Field(default_factory=InferenceConfig)
     guardrails: list[str] = Field(default_factory=list)
     retrieval_mode: Literal["inline", "agentic"] = "inline"
+    vision: bool = False  # issue 44: the model sees images; a photo in a chat reaches it as an image part
     # Retrieval controls (rag_core.controls, snake_case names as in settings and POST /api/kb/search) that
     # override the settings for this agent, e.g. {"relevance_threshold": 0.4, "selection_strategy": "mmr"}.
     retrieval_controls: dict[str, Any] = Field(default_factory=dict)

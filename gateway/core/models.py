@@ -60,6 +60,8 @@ class Attachment(BaseModel):
     mime_type: str | None = None
     size: int | None = None
     description: str | None = None
+    seconds: float | None = None  # a voice note's or video's length, by the vendor's word (issue 44)
+    filename: str | None = None  # a document's name, as the sender gave it (issue 44)
 
 
 class InboundMessage(BaseModel):
@@ -79,6 +81,8 @@ class InboundMessage(BaseModel):
     # conn (issue 28): set at the webhook from the channel connection the message came through
     connection: str | None = None  # its id; None: the environment-configured channel
     agent: str | None = None  # the agent answering (``id`` or ``id@version``); None: the channels' agent
+    # media (issue 44): what came besides typed text, said in words ("voice note, transcribed (3.2 s)")
+    media: Text | None = None
 
 
 class Persona(BaseModel):
@@ -153,6 +157,7 @@ class Message(BaseModel):
     sources: list[SourceRef] = Field(default_factory=list)  # agent replies: the knowledge they were given
     author: Text | None = None  # an operator's reply: the name the customer sees on it
     notice: Text | None = None  # a console note the customer is told too ("Sam joined the conversation")
+    media: Text | None = None  # a user message's media, said in words ("voice note, transcribed (3.2 s)")
 
 
 class StageTiming(BaseModel):
@@ -172,6 +177,16 @@ class PromptMessage(BaseModel):
 
     role: str  # "system" | "user" | "assistant"
     content: Text
+    # media (issue 44): images the model sees with this message, as data URLs; never stored with a trace
+    images: tuple[str, ...] = Field(default=(), exclude=True, repr=False)
+
+    def wire(self) -> dict:
+        """The message as the chat completions API takes it: content parts when it carries images."""
+        if not self.images:
+            return {"role": self.role, "content": self.content}
+        parts: list[dict] = [{"type": "text", "text": self.content}] if self.content else []
+        parts += [{"type": "image_url", "image_url": {"url": url}} for url in self.images]
+        return {"role": self.role, "content": parts}
 
 
 class CandidateTrace(BaseModel):
@@ -262,6 +277,7 @@ class TurnTrace(BaseModel):
     # (before the turn, or while it ran); the user's message stays in the transcript for the operator.
     suppressed: Text | None = None
     handoff: Text | None = None  # a handoff this turn started (the user asked for a person, or the model did)
+    media: list[Text] = Field(default_factory=list)  # media (issue 44): what the turn made of the customer's media
     started_at: datetime = Field(default_factory=utcnow)
     total_ms: float = 0.0
     # Redis round trips of the turn until its trace is stored, and the client CPU they took (redis_tally)

@@ -759,6 +759,36 @@ class Settings(BaseSettings):
         "extracted, a turn) before it cancels them; a cancelled upload kills its extraction and records "
         "the document as stopped."))
 
+    # media (issue 44): voice notes, photos and documents sent in a chat
+    media_max_mb: float = Field(default=20.0, gt=0, description=(
+        "Largest voice note, photo or document a chat may send; a vendor's declared size over it is refused "
+        "before downloading, and a download is stopped as soon as it passes it. The customer gets a polite "
+        "answer."))
+    keep_media: bool = Field(default=False, description=(
+        "Keep each downloaded media file under `{SWITCHBOARD_DATA_DIR}/media` (for debugging). Off: media "
+        "is held in memory for the turn only and nothing is written to disk."))
+    stt_base_url: str | None = Field(default=None, description=(
+        "OpenAI-compatible speech-to-text server for voice notes (`{base}/audio/transcriptions`); unset: "
+        "`SWITCHBOARD_LLM_BASE_URL` when a model is configured. With neither, voice notes get the "
+        "'text only' answer."))
+    stt_api_key: SecretStr | None = Field(default=None, description=(
+        "The speech-to-text server's key; unset: `SWITCHBOARD_LLM_API_KEY`."))
+    stt_model: str = Field(default="whisper-1", description="The speech-to-text model voice notes are sent to.")
+    stt_max_seconds: float = Field(default=300.0, gt=0, description=(
+        "Longest voice note transcribed; a longer one (by the vendor's word or its own header) gets a polite "
+        "answer and is not sent to the speech-to-text server."))
+    voice_reply: bool = Field(default=False, description=(
+        "Answer a voice note with a voice note too (`{SWITCHBOARD_STT_BASE_URL}/audio/speech`, Telegram), "
+        "besides the text reply."))
+    tts_model: str = Field(default="tts-1", description="The text-to-speech model of `SWITCHBOARD_VOICE_REPLY`.")
+    tts_voice: str = Field(default="alloy", description="The voice of `SWITCHBOARD_VOICE_REPLY`.")
+    chat_document_max_tokens: int = Field(default=4000, ge=100, description=(
+        "A PDF, DOCX or text file sent in a chat is given to the model, for that conversation only, cut to this "
+        "many tokens (about four characters each); it never enters a knowledge base."))
+    media_image_max_px: int = Field(default=1568, ge=64, description=(
+        "A photo sent to a vision model (`config.vision`) is scaled down to at most this many pixels on its "
+        "longer side and re-encoded as JPEG before the model sees it."))
+
     def secret_values(self) -> list[str]:
         """Every configured secret (tokens, keys, passwords, signing secrets), for log redaction."""
         found: list[str] = []

@@ -112,8 +112,8 @@ class _HttpClient(DefaultAioHttpClient):
             raise
 
 
-def _wire(messages: Sequence[PromptMessage]) -> list[dict[str, str]]:
-    return [{"role": m.role, "content": m.content} for m in messages]  # PromptMessage text is already clean
+def _wire(messages: Sequence[PromptMessage]) -> list[dict]:
+    return [m.wire() for m in messages]  # PromptMessage text is already clean
 
 
 def _usage(raw: object | None) -> TokenUsage:

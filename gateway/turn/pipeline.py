@@ -49,6 +49,7 @@ from gateway.core.settings import Settings
 from gateway.turn.citations import CitationPolicy, cite, deliverable, used_sources, with_instruction
 from gateway.turn.cpu_slots import CpuSlots
 from gateway.turn.llm import turn_model_calls
+from gateway.turn.media_parts import TurnMedia
 from gateway.turn.ports import (
     AssembledPrompt,
     Capabilities,
@@ -116,11 +117,14 @@ class Turn:
     answer: str | None = None
     tools: TurnTools | None = None  # the agent's tools (issue 40), set by a context preparer
     tool_state: ToolState | None = None  # what its tool loop starts from, read with the turn lock
+    # media (issue 44): images and documents the customer sent, held in this process for this turn only (a
+    # turn resumed elsewhere after a crash answers without them: they are never stored)
+    media: TurnMedia | None = None
 
     # What ``run`` works out again from the store when it starts; everything else is saved.
     RECOMPUTED = frozenset({"memory", "recent", "rag", "hits", "agentic", "kbs", "citations", "sources",
                             "prompt_variables", "plan", "fetched", "conversation_meta", "prompt_read",
-                            "closing", "answer", "tools", "tool_state"})
+                            "closing", "answer", "tools", "tool_state", "media"})
 
     def snapshot(self) -> str:
         """The accepted turn as JSON, to run it in another process (after a crash)."""
@@ -314,6 +318,7 @@ class TurnPipeline:
                 text=inbound.text,
                 external_id=inbound.external_message_id,
                 created_at=inbound.received_at,
+                media=inbound.media,
             )
             trace = TurnTrace(
                 conversation_id=conversation.id,
@@ -415,6 +420,8 @@ class TurnPipeline:
                 now = asyncio.get_running_loop().time()
                 deadline = now + self.settings.turn_deadline_s
                 prompt = await self.compose(turn, clock, context_deadline=now + self.settings.turn_deadline_s / 2)
+                if turn.media is not None:
+                    prompt.messages = turn.media.attach(prompt.messages)
                 turn.trace.prompt = prompt.messages
                 turn.trace.sections = prompt.sections
                 for note in prompt.notes:

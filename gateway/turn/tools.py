@@ -232,7 +232,7 @@ class _ToolTurn:
     async def reply(self, request: ReplyRequest) -> Reply:
         turn_id = self.trace.turn_id
         stored = self.state.stored
-        messages: list[dict] = [{"role": m.role, "content": m.content} for m in request.prompt]
+        messages: list[dict] = [m.wire() for m in request.prompt]
         usage = TokenUsage()
         index = 0
         confirmed = stored.get("round:0") or await self._confirmed(request, turn_id)

@@ -51,3 +51,20 @@ def test_a_cited_reply_shows_its_sources_and_the_citation_check(settings, fake_o
     sources = re.search(r'<ol aria-label="Sources">(.*?)</ol>', page, re.S).group(1)
     assert re.search(r'<li class="cited">\[1\] Winter storage <span class="muted">· winter · [0-9.]+ · cited', sources)
     assert "Citations (inline, verified): cited 1" in page and "invalid, removed: 6" in page
+
+
+def test_a_transcribed_recording_is_marked_in_the_transcript_and_its_trace(settings, fake_openai):
+    from tests.fakes import media_files
+
+    configured = settings.model_copy(update={"admin_password": SecretStr(PASSWORD), "admin_user": "root"})
+    with LiveServer(create_app(configured)) as server, httpx.Client(base_url=server.url, timeout=30) as client:
+        session = client.post("/api/chat/sessions").json()
+        client.post(f"/api/chat/sessions/{session['session_id']}/voice", content=media_files.ogg_opus(2.0),
+                    headers={"Authorization": f"Bearer {session['token']}", "Content-Type": "audio/ogg"})
+        sign_in(client)
+        listing = client.get("/admin/conversations").text
+        conversation_id = re.search(r'/admin/conversations/([0-9a-f]{32})"', listing).group(1)
+        page = client.get(f"/admin/conversations/{conversation_id}").text
+    assert "What are your opening hours?" in page
+    assert "Sent as a voice note, transcribed (2.0 s, whisper-1)" in page
+    assert "<p>Media: a voice note, transcribed (2.0 s, whisper-1)</p>" in page

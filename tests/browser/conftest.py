@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -11,10 +13,9 @@ import pytest
 CHROMIUM = Path("/usr/bin/chromium")
 
 
-@pytest.fixture(scope="module")
-def browser():
-    # Module scope: the sync Playwright API keeps an event loop running in the main thread while it
-    # is open, which would break every async test collected after the browser tests.
+@contextmanager
+def chromium(*extra_args: str) -> Iterator:
+    """Debian's Chromium, headless, with ``extra_args`` (a fake microphone) besides the usual ones."""
     from playwright.sync_api import sync_playwright
 
     if not CHROMIUM.exists():
@@ -25,11 +26,19 @@ def browser():
             executable_path=str(CHROMIUM),
             headless=True,
             args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync", *extra_args],
         )
         yield browser
         browser.close()
     shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    # Module scope: the sync Playwright API keeps an event loop running in the main thread while it
+    # is open, which would break every async test collected after the browser tests.
+    with chromium() as browser:
+        yield browser
 
 
 @pytest.fixture

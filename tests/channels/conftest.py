@@ -46,6 +46,9 @@ def fake_telegram(_fake_servers) -> FakeTelegram:
     fake.answer_sends_after_s = 0.0
     fake.bots.clear()
     fake.sent.clear()
+    fake.files.clear()
+    fake.served.clear()
+    fake.unsized.clear()
     return fake
 
 
@@ -53,6 +56,7 @@ def fake_telegram(_fake_servers) -> FakeTelegram:
 def fake_slack(_fake_servers) -> FakeSlack:
     _fake_servers[1].recorder.reset()
     _fake_servers[1].sent_ts.clear()
+    _fake_servers[1].files.clear()
     return _fake_servers[1]
 
 
@@ -64,6 +68,7 @@ def fake_twilio(_fake_servers) -> FakeTwilio:
     fake.answer_creates_after_s = 0.0
     fake.accounts.clear()
     fake.outside_window.clear()
+    fake.media.clear()
     return fake
 
 

@@ -167,3 +167,23 @@ def test_a_new_token_moves_the_webhook_to_the_new_bot(client, live, fake_telegra
     post_update(client, bot, vendors.telegram_update(vendors.telegram_message("who answers?")), secret)
     settle(live)
     assert fake_telegram.sent_by("new_bot") == ["echo: who answers?"] and fake_telegram.sent_by("old_bot") == []
+
+
+def test_a_bots_photo_reaches_its_vision_agent_downloaded_with_its_own_token(client, live, fake_telegram,
+                                                                             fake_openai, stored):
+    from tests.fakes import media_files
+
+    answer = client.post("/v1/agents", headers=ADMIN, json={"name": "parts", "config": {"vision": True}})
+    assert answer.status_code == 201, answer.text
+    token = fake_telegram.add_bot(7100003, "parts_bot")
+    bot = add(client, kind="telegram", name="Parts", agent=answer.json()["id"], credentials={"bot_token": token})
+    fake_telegram.files["part-photo"] = media_files.png(320, 200)
+    photo = [{"file_id": "part-photo", "file_unique_id": "u-part", "width": 320, "height": 200}]
+    update = vendors.telegram_update(vendors.telegram_message(photo=photo, caption="Which part is this?"))
+    assert post_update(client, bot, update, _webhook_secret(fake_telegram, token)).status_code == 200
+    settle(live)
+    [got_file] = fake_telegram.recorder.received("getFile")
+    assert got_file.params["_bot"] == "parts_bot"
+    [image] = fake_openai.image_parts()
+    assert image.startswith("data:image/jpeg;base64,")
+    assert fake_telegram.sent_by("parts_bot") == ["echo: Which part is this? [image]"]

@@ -68,10 +68,18 @@ def test_whatsapp_text_media_and_the_24_hour_refusal(client, live, account, fake
                      MediaContentType0="image/jpeg")
     assert vendors.post_twilio(client, path, photo, token=TOKEN).status_code == 200
     settle(live)
+    # the agent is not vision-capable: a polite answer, the photo never downloaded (test_media_twilio.py)
+    assert fake_twilio.sent_texts(customer)[-1] == "I can't see photos, sorry: please describe what it shows in words."
+    transcript = [m.text for m in stored.messages(f"whatsapp:{CUSTOMER}@{wa['id']}")]
+    assert transcript[-2:] == ["[a photo]", "I can't see photos, sorry: please describe what it shows in words."]
+    assert len(fake_openai.chat_requests()) == 1  # the photo reached no model
+    video = _inbound("MM" + "f" * 32, customer, sender, NumMedia="1", MediaUrl0=media_url + "0",
+                     MediaContentType0="video/mp4")  # media the bot does not read: the text-only answer
+    assert vendors.post_twilio(client, path, video, token=TOKEN).status_code == 200
+    settle(live)
     assert fake_twilio.sent_texts(customer)[-1] == "I can read text messages only: please type your question."
     transcript = [m.text for m in stored.messages(f"whatsapp:{CUSTOMER}@{wa['id']}")]
-    assert transcript[-2:] == [f"[image/jpeg] {media_url}", "I can read text messages only: please type your question."]
-    assert len(fake_openai.chat_requests()) == 1  # the photo reached no model
+    assert transcript[-2] == f"[video/mp4] {media_url}0"
 
     fake_twilio.outside_window.add(customer)
     assert vendors.post_twilio(client, path, _inbound("SM" + "e" * 32, customer, sender, "Still there?"),

@@ -61,10 +61,7 @@ def test_typing_action_is_sent_while_the_reply_is_prepared(client, live, fake_te
     assert action.params["action"] == "typing"
 
 
-@pytest.mark.parametrize("kind, payload", [
-    ("photo", {"photo": [{"file_id": "AgAD-small", "file_unique_id": "u1", "width": 90, "height": 90},
-                         {"file_id": "AgAD-large", "file_unique_id": "u2", "width": 800, "height": 800}]}),
-    ("voice", {"voice": {"file_id": "AwAD-voice", "file_unique_id": "v1", "duration": 3, "mime_type": "audio/ogg"}}),
+@pytest.mark.parametrize("kind, payload", [  # photos, voice notes, documents: tests/channels/test_media_telegram.py
     ("sticker", {"sticker": {"file_id": "CAAD-st", "file_unique_id": "s1", "type": "regular", "width": 512,
                              "height": 512, "is_animated": False, "is_video": False, "emoji": "👍"}}),
     ("location", {"location": {"latitude": 52.52, "longitude": 13.405}}),
@@ -85,7 +82,7 @@ def test_caption_counts_as_text_and_file_urls_with_the_token_are_never_stored(cl
     vendors.post_telegram(client, vendors.telegram_update(vendors.telegram_message(photo=photo,
                                                                                  caption="Is this model in stock?")))
     settle(live)
-    assert fake_telegram.sent_texts() == ["echo: Is this model in stock?"]
+    assert fake_telegram.sent_texts()[0].startswith("echo: Is this model in stock?")  # the photo: test_media_telegram
     everything = stored.all_values()
     assert "Is this model in stock?" in everything
     assert telegram_api.TOKEN not in everything and telegram_api.TOKEN.split(":")[1] not in everything

@@ -6,9 +6,10 @@ user id); ``GET /{id}`` with another token is refused as Graph refuses it (``OAu
 read receipt with typing indicator, recorded as ``typing``), ``POST /me/messages`` Messenger and
 Instagram ones (a ``sender_action`` body is recorded as ``typing``). A free-form WhatsApp message to a
 number in ``outside_window`` is refused with 131047 as Meta refuses it; a template goes through.
-``GET /{waba_id}/message_templates`` lists ``templates``. Every call is recorded with its JSON body
-and the path; scripted failures answer in Graph's error shape (a scripted ``description`` is the
-error's ``message``, as a vendor that echoes what it was sent would answer).
+``GET /{waba_id}/message_templates`` lists ``templates``; ``GET /{media id}`` answers a WhatsApp media
+item of ``media`` with its URL (``/media-download/{id}``, fetched with any account's token). Every call is
+recorded with its JSON body and the path; scripted failures answer in Graph's error shape (a scripted
+``description`` is the error's ``message``, as a vendor that echoes what it was sent would answer).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import itertools
 from dataclasses import dataclass, field
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from tests.fakes.recording import Recorder
 
@@ -45,6 +46,8 @@ class FakeGraph:
     accounts: dict[str, Account] = field(default_factory=dict)  # account id -> its token and fields
     outside_window: set[str] = field(default_factory=set)  # WhatsApp numbers past their 24 hours
     templates: dict[str, list[dict]] = field(default_factory=dict)  # waba id -> its templates
+    # issue 44: WhatsApp media (media id -> bytes, type): ``GET /{media id}`` gives its URL, fetched with a token
+    media: dict[str, tuple[bytes, str]] = field(default_factory=dict)
     _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
 
     @property
@@ -58,6 +61,7 @@ class FakeGraph:
         self.recorder.reset()
         self.accounts.clear()
         self.outside_window.clear()
+        self.media.clear()
         self.templates.clear()
 
     def sent(self, method: str = "messages") -> list[dict]:
@@ -107,9 +111,23 @@ class FakeGraph:
                       if request.query_params.get("status") in (None, t["status"])]
             return {"data": listed, "paging": {"cursors": {"before": "MAZDZD", "after": "MAZDZD"}}}
 
+        @app.get("/media-download/{media_id}")
+        async def download(media_id: str, request: Request):
+            authorized = fake._account_of_token(fake._token(request)) is not None
+            fake.recorder.record("media-download", {"_path": media_id}, 200 if authorized else 401)
+            if not authorized or media_id not in fake.media:
+                return _error("Invalid OAuth access token - Cannot parse access token", 190, 401)
+            data, content_type = fake.media[media_id]
+            return Response(data, media_type=content_type)
+
         @app.get(f"/{VERSION}/{{account_id}}")
         async def account(account_id: str, request: Request):
             params = {"_path": account_id, **dict(request.query_params)}
+            if account_id in fake.media and fake._account_of_token(fake._token(request)) is not None:
+                fake.recorder.record("media", params, 200)
+                data, content_type = fake.media[account_id]
+                return {"messaging_product": "whatsapp", "url": f"{fake.url}/media-download/{account_id}",
+                        "mime_type": content_type, "sha256": "0", "file_size": len(data), "id": account_id}
             known = fake.accounts.get(account_id)
             if known is None or known.token != fake._token(request):
                 fake.recorder.record("account", params, 400)

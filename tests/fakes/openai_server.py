@@ -1,4 +1,5 @@
-"""A small OpenAI-compatible server: chat completions (plain, streaming, JSON schema) and embeddings.
+"""A small OpenAI-compatible server: chat completions (plain, streaming, JSON schema, image parts), embeddings,
+and audio (``/v1/audio/transcriptions`` answers ``transcripts``; ``/v1/audio/speech`` an OGG/Opus note).
 
 Tests script what it answers (``script_reply``, ``script_json``, ``fail_next``) and assert on what it
 received (``requests``). Unscripted chat requests get an echo of the last user message.
@@ -49,6 +50,9 @@ class FakeOpenAI:
     # asks for this call; ``tool_result_delay_s`` holds the answer to a tool result that long.
     auto_tool_call: tuple[str, dict] | None = None
     tool_result_delay_s: float = 0.0
+    # media (issue 44): what /audio/transcriptions answers (one per request, then ``default_transcript``)
+    transcripts: deque[str] = field(default_factory=deque)
+    default_transcript: str = "What are your opening hours?"
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def script_reply(self, text: str, delay_s: float = 0.0) -> None:
@@ -79,6 +83,14 @@ class FakeOpenAI:
 
     def chat_requests(self) -> list[dict]:
         return [r for r in self.requests if r["path"].endswith("/chat/completions")]
+
+    def audio_requests(self) -> list[dict]:
+        return [r for r in self.requests if "/audio/" in r["path"]]
+
+    def image_parts(self) -> list[str]:
+        """The image URLs every chat request carried in its messages' content parts."""
+        return [part["image_url"]["url"] for r in self.chat_requests() for m in r["body"]["messages"]
+                if isinstance(m.get("content"), list) for part in m["content"] if part.get("type") == "image_url"]
 
     def _unscripted(self, body: dict) -> Scripted:
         last = body["messages"][-1]["role"] if body.get("messages") else None
@@ -125,7 +137,7 @@ class FakeOpenAI:
                     results.insert(0, m["content"])
                 text = "From the tools: " + " | ".join(results)
             if text is None:
-                users = [m["content"] for m in body["messages"] if m["role"] == "user"]
+                users = [_text(m["content"]) for m in body["messages"] if m["role"] == "user"]
                 text = f"echo: {users[-1] if users else ''}"
             usage = {"prompt_tokens": 11, "completion_tokens": max(1, len(text) // 4),
                      "total_tokens": 11 + max(1, len(text) // 4)}
@@ -159,6 +171,26 @@ class FakeOpenAI:
                 "usage": usage,
             }
 
+        @app.post("/v1/audio/transcriptions")
+        async def transcriptions(request: Request):
+            form = await request.form()
+            upload = form["file"]
+            data = await upload.read()
+            fake.requests.append({"path": request.url.path, "headers": dict(request.headers), "body": {
+                "model": form.get("model"), "filename": upload.filename, "bytes": len(data),
+                "content_type": upload.content_type}})
+            with fake._lock:
+                text = fake.transcripts.popleft() if fake.transcripts else fake.default_transcript
+            return {"text": text}
+
+        @app.post("/v1/audio/speech")
+        async def speech(request: Request):
+            body = await request.json()
+            fake.requests.append({"path": request.url.path, "body": body, "headers": dict(request.headers)})
+            from tests.fakes.media_files import ogg_opus
+
+            return Response(ogg_opus(1.0), media_type="audio/ogg")
+
         @app.post("/v1/embeddings")
         async def embeddings(request: Request):
             body = await request.json()
@@ -169,6 +201,13 @@ class FakeOpenAI:
                     "usage": {"prompt_tokens": embedding_tokens(inputs), "total_tokens": embedding_tokens(inputs)}}
 
         return app
+
+
+def _text(content: str | list) -> str:
+    """A message's text, content parts (text and images) included."""
+    if isinstance(content, str):
+        return content
+    return " ".join(p.get("text", "[image]") if p.get("type") == "text" else "[image]" for p in content)
 
 
 def embedding_tokens(inputs: list[str]) -> int:

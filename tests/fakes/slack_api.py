@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from tests.fakes.recording import Recorder
 
@@ -30,6 +30,7 @@ class FakeSlack:
     url: str = ""
     _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
     sent_ts: list[str] = field(default_factory=list)  # the ts chat.postMessage answered, in order
+    files: dict[str, bytes] = field(default_factory=dict)  # issue 44: served at /files-pri/<id>/<name> (bot token)
 
     def posted(self, channel: str | None = None) -> list[dict]:
         return [c.params for c in self.recorder.received("chat.postMessage")
@@ -41,6 +42,14 @@ class FakeSlack:
     def app(self) -> FastAPI:
         app = FastAPI()
         fake = self
+
+        @app.get("/files-pri/{file_id}/{name}")
+        async def download(file_id: str, name: str, request: Request):
+            authorized = request.headers.get("authorization") == f"Bearer {fake.token}"
+            fake.recorder.record("files-pri", {"file": file_id, "authorized": authorized}, 200 if authorized else 302)
+            if not authorized or file_id not in fake.files:  # Slack sends a sign-in page, not the file
+                return Response(b"<html>sign in</html>", media_type="text/html")
+            return Response(fake.files[file_id], media_type="application/octet-stream")
 
         @app.post("/api/{method}")
         async def call(method: str, request: Request):

@@ -2,8 +2,8 @@
 
 Hosts several bots (``add_bot``: token → id, username; the ``TOKEN`` bot always), each call
 recorded with the bot's username under ``_bot``. Answers getMe, sendMessage (kept in ``sent``), sendChatAction,
-setWebhook, deleteWebhook, answerCallbackQuery, editMessageReplyMarkup and getUpdates (long polling
-over updates pushed with ``push_update``); scripted
+setWebhook, deleteWebhook, answerCallbackQuery, editMessageReplyMarkup, getUpdates (long polling
+over updates pushed with ``push_update``) and getFile, serving ``files`` at ``/file/bot<token>/<path>``; scripted
 failures answer the way Telegram does (``{"ok": false, "error_code", "description", "parameters": {"retry_after"}}``).
 """
 
@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
 from tests.fakes.recording import Recorder
 
@@ -37,6 +37,11 @@ class FakeTelegram:
     _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
     bots: dict[str, tuple[int, str]] = field(default_factory=dict)  # more bots: token -> (id, username)
     sent: list[dict] = field(default_factory=list)  # the Messages sendMessage answered, with their reply_markup
+    # media (issue 44): files getFile knows (file_id -> bytes), served at /file/bot<token>/<path> as the Bot
+    # API serves them; ``served`` counts the bytes each download actually sent
+    files: dict[str, bytes] = field(default_factory=dict)
+    served: list[tuple[str, int]] = field(default_factory=list)
+    unsized: set[str] = field(default_factory=set)  # files served without a Content-Length (chunked)
 
     def add_bot(self, bot_id: int, username: str) -> str:
         """Another bot this fake answers for; its token."""
@@ -81,6 +86,25 @@ class FakeTelegram:
                 await asyncio.sleep(fake.answer_sends_after_s)
             return {"ok": True, "result": result}
 
+        @app.get("/file/bot{token}/{path:path}")
+        async def download(token: str, path: str):
+            file_id = path.removeprefix("media/")
+            if token != fake.token and token not in fake.bots or file_id not in fake.files:
+                return JSONResponse({"ok": False, "error_code": 404, "description": "Not Found"}, 404)
+            data = fake.files[file_id]
+            fake.served.append((file_id, 0))
+            at = len(fake.served) - 1
+
+            async def body():
+                step = 256 * 1024
+                for i in range(0, len(data), step):
+                    fake.served[at] = (file_id, fake.served[at][1] + len(data[i:i + step]))
+                    yield data[i:i + step]
+                    await asyncio.sleep(0.002)  # a reader that stopped is noticed: the rest is never sent
+
+            sized = {} if file_id in fake.unsized else {"content-length": str(len(data))}
+            return StreamingResponse(body(), headers=sized, media_type="application/octet-stream")
+
         return app
 
     async def _answer(self, method: str, params: dict, bot: tuple[int, str]):
@@ -104,6 +128,17 @@ class FakeTelegram:
                 if ready or time.monotonic() >= deadline:
                     return ready
                 await asyncio.sleep(0.02)
+        if method == "sendVoice":  # the voice file itself is a multipart upload: not kept
+            chat_id = int(params["chat_id"])
+            return {"message_id": next(self._ids), "date": int(time.time()), "chat": {"id": chat_id, "type": "private"},
+                    "from": {"id": bot[0], "is_bot": True, "first_name": "Switchboard"},
+                    "voice": {"file_id": f"reply-{chat_id}", "file_unique_id": "r1", "duration": 1}}
+        if method == "getFile":
+            file_id = params["file_id"]
+            if file_id not in self.files:
+                return {"file_id": file_id, "file_unique_id": f"u-{file_id}"}  # no path: too big for the Bot API
+            return {"file_id": file_id, "file_unique_id": f"u-{file_id}", "file_size": len(self.files[file_id]),
+                    "file_path": f"media/{file_id}"}
         if method in ("sendChatAction", "setWebhook", "deleteWebhook"):
             return True
         return json.loads("true")

@@ -5,7 +5,7 @@ create to a WhatsApp recipient in ``outside_window`` is refused with error 63016
 a free-form message outside the 24-hour window. Records every message create; scripted failures
 answer like Twilio (JSON error body with ``code``/``message``/``status``, ``Retry-After`` on 429).
 A create repeating an earlier one's ``I-Twilio-Idempotency-Token`` is answered with the earlier
-message and sends nothing, as Twilio does.
+message and sends nothing, as Twilio does. ``media`` is served at a message's media URL, with basic auth.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import itertools
 from dataclasses import dataclass, field
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from tests.fakes.recording import Recorder
 
@@ -38,6 +38,8 @@ class FakeTwilio:
     _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
     accounts: dict[str, str] = field(default_factory=dict)  # more accounts: sid -> auth token
     outside_window: set[str] = field(default_factory=set)  # whatsapp:+… recipients past their 24 hours
+    # media (issue 44): what ``/Accounts/<sid>/Messages/<MM…>/Media/<ME…>`` serves (media sid -> bytes, type)
+    media: dict[str, tuple[bytes, str]] = field(default_factory=dict)
 
     def add_account(self, sid: str, token: str) -> None:
         self.accounts[sid] = token
@@ -70,6 +72,18 @@ class FakeTwilio:
                                      "status": failure.status}, failure.status)
             fake.recorder.record("Accounts", {"sid": sid}, 200)
             return {"sid": sid, "friendly_name": f"Account {sid[-4:]}", "status": "active", "type": "Full"}
+
+        @app.get("/2010-04-01/Accounts/{sid}/Messages/{message_sid}/Media/{media_sid}")
+        async def fetch_media(sid: str, message_sid: str, media_sid: str, request: Request):
+            if not fake._authorized(sid, request):
+                fake.recorder.record("Media", {"sid": media_sid}, 401)
+                return JSONResponse({"code": 20003, "message": "Authenticate", "status": 401}, 401)
+            if media_sid not in fake.media:
+                fake.recorder.record("Media", {"sid": media_sid}, 404)
+                return JSONResponse({"code": 20404, "message": "Not found", "status": 404}, 404)
+            fake.recorder.record("Media", {"sid": media_sid}, 200)
+            data, content_type = fake.media[media_sid]
+            return Response(data, media_type=content_type)
 
         @app.post("/2010-04-01/Accounts/{sid}/Messages.json")
         async def create_message(sid: str, request: Request):

@@ -42,6 +42,9 @@
     ".sb-input:focus{outline:2px solid var(--sb-accent);border-color:transparent}",
     ".sb-send{border:0;border-radius:10px;padding:0 16px;background:var(--sb-accent);color:#fff;font:inherit;font-weight:600;cursor:pointer}",
     ".sb-send:disabled{opacity:.55;cursor:default}",
+    ".sb-mic{border:1px solid #c9ced6;border-radius:10px;padding:0 10px;background:#fff;font:inherit;cursor:pointer}",
+    ".sb-mic[aria-pressed=true]{background:#c62828;color:#fff;border-color:#c62828}",
+    ".sb-mic:disabled{opacity:.55;cursor:default}",
     ".sb-sources{align-self:flex-start;max-width:85%;margin-top:-4px;font-size:13px;color:var(--sb-muted)}",
     ".sb-sources summary{cursor:pointer}",
     ".sb-sources ol{margin:4px 0 0;padding-left:18px;list-style:none}",
@@ -98,7 +101,12 @@
   var label = el("label", { for: "sb-input", class: "sb-sr" }, "Your message");
   var input = el("textarea", { id: "sb-input", class: "sb-input", rows: "1", placeholder: "Type a message\u2026", autocomplete: "off" });
   var send = el("button", { class: "sb-send", type: "submit" }, "Send");
-  form.appendChild(label); form.appendChild(input); form.appendChild(send);
+  // The microphone (issue 44): a recording is sent to the session's voice route, transcribed and answered.
+  var canRecord = !!(navigator.mediaDevices && navigator.mediaDevices.getUserMedia && window.MediaRecorder);
+  var mic = el("button", { class: "sb-mic", type: "button", "aria-label": "Record a voice message", "aria-pressed": "false" }, "\ud83c\udfa4");
+  form.appendChild(label); form.appendChild(input);
+  if (canRecord) form.appendChild(mic);
+  form.appendChild(send);
   panel.appendChild(header); panel.appendChild(log); panel.appendChild(error); panel.appendChild(form);
   var launcher = el("button", { class: "sb-launcher", type: "button", "aria-label": "Open chat", "aria-expanded": "false" });
   launcher.appendChild(bubbleIcon());
@@ -184,7 +192,7 @@
     return bar;
   }
   function showError(message) { error.textContent = message || ""; }
-  function setBusy(on) { busy = on; send.disabled = on; }
+  function setBusy(on) { busy = on; send.disabled = on; mic.disabled = on && !recorder; }
 
   function loadSession() {
     try { return JSON.parse(localStorage.getItem(storeKey) || "null"); } catch (e) { return null; }
@@ -334,6 +342,50 @@
       }).then(function (body) { finish(body.reply ? body.reply.text : null, body.sources, body.reply); });
     }).catch(function (err) { fail(err.message); });
   }
+
+  var recorder = null;
+  var MAX_RECORDING_MS = 60000;
+  function sendRecording(blob) {
+    setBusy(true); showError("");
+    var heard = bubble("user", "\ud83c\udfa4 \u2026");
+    var typing = typingBubble();
+    return (session ? Promise.resolve() : newSession()).then(function () {
+      return api("/api/chat/sessions/" + session.id + "/voice", {
+        method: "POST", body: blob, headers: { "Content-Type": blob.type || "audio/webm" },
+      });
+    }).then(function (body) {
+      heard.textContent = body.transcript || "\ud83c\udfa4";
+      var reply = body.reply;
+      typing.className = "sb-msg sb-agent"; typing.setAttribute("data-role", "agent");
+      typing.removeAttribute("aria-label");
+      typing.textContent = reply ? reply.text : "";
+      if (reply) { showSources(typing, body.sources); if (reply.message_id) shown[reply.message_id] = true; }
+      setBusy(false); scroll();
+    }).catch(function (err) {
+      heard.remove(); typing.remove(); setBusy(false);
+      showError(err.message || "Your voice message could not be sent.");
+    });
+  }
+  function startRecording() {
+    navigator.mediaDevices.getUserMedia({ audio: true }).then(function (stream) {
+      var chunks = [];
+      recorder = new MediaRecorder(stream);
+      recorder.ondataavailable = function (ev) { if (ev.data && ev.data.size) chunks.push(ev.data); };
+      recorder.onstop = function () {
+        stream.getTracks().forEach(function (t) { t.stop(); });
+        var type = recorder.mimeType; recorder = null;
+        mic.setAttribute("aria-pressed", "false"); mic.setAttribute("aria-label", "Record a voice message");
+        sendRecording(new Blob(chunks, { type: type || "audio/webm" }));
+      };
+      recorder.start();
+      mic.setAttribute("aria-pressed", "true"); mic.setAttribute("aria-label", "Stop recording and send");
+      setTimeout(function () { if (recorder && recorder.state === "recording") recorder.stop(); }, MAX_RECORDING_MS);
+    }).catch(function () { showError("The microphone is not available."); });
+  }
+  mic.addEventListener("click", function () {
+    if (recorder) { recorder.stop(); return; }
+    if (!busy) startRecording();
+  });
 
   form.addEventListener("submit", function (ev) {
     ev.preventDefault();

@@ -1,0 +1,1 @@
+"""Media sent in chats (issue 44): downloads, speech, images and documents made into a turn."""
