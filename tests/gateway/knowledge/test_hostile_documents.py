@@ -82,7 +82,15 @@ def tight_gateway(settings):
 def _extractors() -> list[psutil.Process]:
     """Children of this test process that are extracting (the forkserver's forks)."""
     me = psutil.Process()
-    return [p for p in me.children(recursive=True) if p.ppid() != me.pid]
+    return [p for p in me.children(recursive=True) if p.ppid() != me.pid and _runs_python(p, me)]
+
+
+def _runs_python(process: psutil.Process, me: psutil.Process) -> bool:
+    """A fork of this Python (not another test's server in this worker, such as Dovecot's helpers)."""
+    try:
+        return process.exe() == me.exe()
+    except psutil.Error:  # gone meanwhile
+        return False
 
 
 def test_a_document_over_its_time_budget_is_stopped_and_recorded(tight_gateway):
