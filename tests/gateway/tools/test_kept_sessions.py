@@ -4,6 +4,7 @@ reaches it once."""
 
 from __future__ import annotations
 
+import pytest
 from mcp.server.fastmcp import Context, FastMCP
 
 from gateway.core.outbound import OutboundPolicy
@@ -47,10 +48,10 @@ async def test_calls_share_a_kept_session_and_survive_a_server_restart():
     await client.aclose()
 
 
-def _chatty_app():
+def _chatty_app(stateless: bool):
     """A FastMCP server (SSE answers) whose tool logs to the client before answering, one whose call fails as
     a JSON-RPC error, and a wrapper answering ``broken`` calls with truncated JSON."""
-    mcp = FastMCP("chatty", stateless_http=True, log_level="WARNING")
+    mcp = FastMCP("chatty", stateless_http=stateless, log_level="WARNING")
 
     @mcp.tool(description="Counts stock, telling the client as it goes.")
     async def count(item: str, ctx: Context) -> str:
@@ -65,9 +66,12 @@ def _chatty_app():
     return broken_calls(mcp.streamable_http_app())
 
 
-async def test_a_call_reads_past_the_servers_notifications_and_names_a_broken_or_failed_answer():
+@pytest.mark.parametrize("stateless", [True, False], ids=["stateless", "with-session-id"])
+async def test_a_call_reads_past_the_servers_notifications_and_names_a_broken_or_failed_answer(stateless):
+    """The direct ``tools/call`` on a kept session: on a stateless server, and on one that issues a session id
+    (the call must carry it, or the server answers 400/404)."""
     client = McpClient(OutboundPolicy.parse("127.0.0.1", None))
-    with LiveServer(_chatty_app(), graceful_timeout_s=1) as server:
+    with LiveServer(_chatty_app(stateless), graceful_timeout_s=1) as server:
         source = ToolSource(name="stock", url=server.url + "/mcp")
         counted = await client.call(source, "count", {"item": "tandem"}, "t:0")
         unknown = await client.call(source, "nope", {}, "t:1")
