@@ -9,11 +9,10 @@ made once by the SDK, so a call is one HTTP request, not four). A call is that r
 (JSON, or an SSE stream read up to the answer) checked as the SDK checks it (a ``JSONRPCMessage``, a
 ``CallToolResult``, structured content against the tool's output schema) — the SDK's own path hands each
 message through three tasks and two memory streams, more CPU than the HTTP request itself. The session
-is closed after ``KEEP_IDLE_S`` without calls,
-when the source's URL or headers change, and on any error — a call that failed on a session already
-used is made once more on a new one, with the same idempotency key (the server may have dropped the
-session). Whatever goes wrong (refused, unreachable, not MCP, too slow, too large, a JSON-RPC error) is
-a ``ToolServerError`` with a sentence saying what.
+is closed after ``KEEP_IDLE_S`` without calls, when the source's URL or headers change, and on any error
+— a call that failed on a session already used is made once more on a new one, with the same
+idempotency key (the server may have dropped the session). Whatever goes wrong (refused, unreachable,
+not MCP, too slow, too large, a JSON-RPC error) is a ``ToolServerError`` with a sentence saying what.
 """
 
 from __future__ import annotations
