@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from pathlib import Path
 
 import uvicorn
 from mcp.server.fastmcp import FastMCP
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.fakes.mcp_server import broken_calls  # noqa: E402
 
 
 def make_app(sleep_s: float = 2.0):
@@ -36,34 +40,7 @@ def make_app(sleep_s: float = 2.0):
     async def broken(order: str) -> str:
         return "never sent"
 
-    inner = mcp.streamable_http_app()
-
-    async def app(scope, receive, send):
-        if scope["type"] != "http" or scope["method"] != "POST":
-            await inner(scope, receive, send)
-            return
-        body, more = b"", True
-        while more:
-            message = await receive()
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
-        if b'"tools/call"' in body and b'"broken"' in body:
-            await send({"type": "http.response.start", "status": 200,
-                        "headers": [(b"content-type", b"application/json")]})
-            await send({"type": "http.response.body", "body": b'{"jsonrpc": "2.0", "id": 1, "result": {"proto'})
-            return
-        sent = False
-
-        async def replay():
-            nonlocal sent
-            if sent:
-                return await receive()
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        await inner(scope, replay, send)
-
-    return app
+    return broken_calls(mcp.streamable_http_app())
 
 
 if __name__ == "__main__":

@@ -372,6 +372,8 @@ class Services:
         services.media = _chat_media(settings, pipeline, llm, channel_agent, resolver, store)
         services.on_stop.append(services.media.aclose)
         services.on_start.append(services._rotate_connection_keys)
+        if settings.tool_stdio_servers:
+            services.on_start.append(services._declared_stdio_sources)
         services.on_stop.append(services.live_feed.stop)
         if consume_inbox if consume_inbox is not None else settings.inbox_consumer:
             services.consumer = InboxConsumer(
@@ -446,6 +448,17 @@ class Services:
                 return
             if changed:
                 log.info("tool sources: re-encrypted %d source(s)' headers under the newest secret key", changed)
+
+    async def _declared_stdio_sources(self) -> None:
+        """``SWITCHBOARD_TOOL_STDIO_SERVERS``: each local command a tool source, added or brought up to date."""
+        if self.tool_sources is None:
+            return
+        try:
+            for source in await self.tool_sources.declare_stdio(self.settings.tool_stdio_servers):
+                if source.status.last_error:
+                    log.warning("tool source %s (stdio): %s", source.name, source.status.last_error)
+        except Exception as exc:  # Redis down at start, a name taken: the next start tries again
+            log.warning("tool sources: could not add the declared stdio servers: %s: %s", type(exc).__name__, exc)
 
     async def _first_admin(self) -> None:
         """``SWITCHBOARD_ADMIN_PASSWORD`` makes the first console admin when there is no account yet."""

@@ -8,7 +8,8 @@ redelivery repeats, ordered per channel and thread) and acknowledged at once, we
 3 seconds; everything else (``url_verification``) goes to bolt's FastAPI handler. A turn consumer
 dispatches the queued event through bolt, whose listeners persist the message and hand back the
 turn. The pipeline also claims ``channel:ts``, so an ``app_mention`` and a ``message`` event for
-the same message make one turn.
+the same message make one turn. A press of a reply's choice button (a proposed action's Yes / No,
+``channels.slack.choices``) is queued the same way and read as the person's next message.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from channels.errors import ChannelRateLimited, ChannelRejected, ChannelUnavaila
 from channels.media_answer import media_turn_work
 from channels.outbound_retry import RetryPolicy
 from channels.render import render
+from channels.slack.choices import ChoicePress, choice_blocks, take_choice
 from channels.slack.files import SlackFile, media_sources
 from channels.slack.ratings import ACTION_PREFIX, RatingPress, SlackRatings, rated_blocks
 from gateway.channel import (
@@ -111,12 +113,24 @@ class SlackSink:
         self.thread_ts = thread_ts
         self.policy = policy
         self.buttons = buttons  # 👍 / 👎 under a turn's reply (SWITCHBOARD_FEEDBACK_BUTTONS)
+        self.choices: list[str] = []
+
+    def offer(self, choices: list[str]) -> None:
+        """The reply's answers as buttons under its last part (a proposed action's Yes / No), in place of the
+        rating buttons: a press is the person's next message (``channels.slack.choices``)."""
+        self.choices = list(choices)
 
     async def delta(self, text: str) -> None:  # pragma: no cover - not streaming
         raise NotImplementedError
 
     async def _send(self, part: str, rates: str | None = None) -> str:
         blocks = rated_blocks(part, rates) if rates is not None else None
+        return await self._post(part, blocks)
+
+    async def _offer(self, part: str, last: str | None) -> str:
+        return await self._post(part, choice_blocks(part, self.choices) if last is not None else None)
+
+    async def _post(self, part: str, blocks: list[dict] | None) -> str:
         try:
             resp = await self.client.chat_postMessage(
                 channel=self.channel_id, text=part, thread_ts=self.thread_ts, mrkdwn=True, unfurl_links=False,
@@ -136,11 +150,15 @@ class SlackSink:
         return str(resp.get("ts"))
 
     async def deliver(self, text: str) -> DeliveryReport:
+        if self.choices:  # the buttons go under the last part
+            return await deliver_rated_parts(render(text, CAPABILITIES), self._offer, self.policy,
+                                             what="slack chat.postMessage", message_id="")
         return await deliver_parts(render(text, CAPABILITIES), self._send, self.policy, what="slack chat.postMessage")
 
     async def deliver_rated(self, text: str, message_id: str) -> DeliveryReport:
-        """The reply with the rating buttons under its last part (when buttons are on)."""
-        if not self.buttons:
+        """The reply with the rating buttons under its last part (when buttons are on; a reply's choices
+        take their place)."""
+        if not self.buttons or self.choices:
             return await self.deliver(text)
         return await deliver_rated_parts(render(text, CAPABILITIES), self._send, self.policy,
                                          what="slack chat.postMessage", message_id=message_id)
@@ -194,6 +212,8 @@ class SlackAdapter:
         except BadRequest:
             self.context.metrics.rejected.labels(CHANNEL, "validation").inc()
             raise
+        if not envelope and (press := _choice_press(text)) is not None:
+            return await self._queue_choice(press, text)
         event = envelope.get("event") if envelope and envelope.get("type") == "event_callback" else None
         if not isinstance(event, dict) or event.get("type") not in QUEUED_EVENTS:
             return await self.handler.handle(request)  # url_verification, other events: bolt answers
@@ -206,8 +226,23 @@ class SlackAdapter:
         await self.context.ack_delivery(CHANNEL, event_id, order, body)
         return Response(status_code=200)
 
+    async def _queue_choice(self, payload: dict, text: str) -> Response:
+        """A choice pressed: queued like a message, once per proposal (its message's ``ts``), ordered in its chat."""
+        press = ChoicePress.parse(payload)
+        if press is None:
+            log.info("slack: a choice press without the fields it needs; ignored")
+            return Response(status_code=200)
+        dedup, order = f"choice:{press.channel}:{press.message_ts}", f"{press.channel}:{press.thread_ts or ''}"
+        if self.connection is not None:
+            dedup, order = delivery_id(self.connection.id, dedup), order_key(self.connection.id, order)
+        await self.context.ack_delivery(CHANNEL, dedup, order, json.dumps(payload).encode())
+        return Response(status_code=200)
+
     # -- a turn consumer hands queued events back here -----------------------------------------
     async def accept(self, delivery: Delivery) -> Work | None:
+        queued = _json_object(delivery.body.encode())
+        if queued.get("type") == "block_actions":
+            return await self._accept_choice(queued, delivery.id)
         request = AsyncBoltRequest(body=delivery.body, headers={"content-type": "application/json"})
         request.context[_DELIVERY] = delivery.id  # read back by the listener: the message's claim owner
         response = await self.app.async_dispatch(request)
@@ -221,7 +256,10 @@ class SlackAdapter:
         return request.context.get(_WORK)
 
     def sink_for(self, delivery: Delivery) -> SlackSink:
-        event = _json_object(delivery.body.encode()).get("event") or {}
+        queued = _json_object(delivery.body.encode())
+        if (press := ChoicePress.parse(queued)) is not None:
+            return self._sink(press.channel, press.thread_ts)
+        event = queued.get("event") or {}
         try:
             parsed = SlackEvent.model_validate(event)
         except ValidationError as exc:
@@ -289,6 +327,26 @@ class SlackAdapter:
         turn = await self.context.pipeline.accept(inbound, delivery_id=delivery_id)
         return None if turn is None else TurnWork(turn, self._sink(event.channel, reply_ts))
 
+    async def _accept_choice(self, payload: dict, delivery_id: str | None) -> TurnWork | None:
+        """A queued choice press: the buttons taken off its message, the choice the person's next message in
+        the conversation of that message's chat or thread."""
+        press = ChoicePress.parse(payload)
+        if press is None:
+            return None
+        await take_choice(self.client, press)
+        inbound = InboundMessage(
+            channel=CHANNEL,
+            external_user_id=f"{press.team}/{press.user}",
+            external_message_id=f"{press.channel}:{press.message_ts}:choice",  # one turn per proposal
+            identity=f"slack:{press.team}/{press.user}",
+            text=press.choice,
+            thread=f"{press.channel}:{press.thread_ts}" if press.thread_ts else press.channel,
+        )
+        if self.connection is not None:
+            inbound = scoped(inbound, self.connection)
+        turn = await self.context.pipeline.accept(inbound, delivery_id=delivery_id)
+        return None if turn is None else TurnWork(turn, self._sink(press.channel, press.thread_ts))
+
     def router(self) -> APIRouter:
         router = APIRouter()
         router.add_route(EVENTS_PATH, self.events, methods=["POST"], include_in_schema=False)  # a plain webhook route
@@ -305,6 +363,13 @@ def _json_object(body: bytes) -> dict:
 
 def _form_payload(text: str) -> str | None:
     return dict(parse_qsl(text, keep_blank_values=True)).get("payload") if "payload" in text else None
+
+
+def _choice_press(text: str) -> dict | None:
+    """A form-encoded interaction that presses one of a reply's choices (checked and decoded already)."""
+    payload = _form_payload(text)
+    value = json.loads(payload) if payload else None
+    return value if isinstance(value, dict) and ChoicePress.parse(value) is not None else None
 
 
 def _signed_payload(text: str, content_type: str | None) -> dict:

@@ -18,7 +18,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from gateway.channel import Connection, Feedback, NotFound, Voter, scope_identity, scope_thread
 
-__all__ = ["ACTION_PREFIX", "RatingPress", "SlackRatings", "rated_blocks"]
+__all__ = ["ACTION_PREFIX", "ButtonPress", "RatingPress", "SlackRatings", "rated_blocks", "sections"]
 
 log = logging.getLogger(__name__)
 
@@ -29,17 +29,22 @@ THANKS = "Thanks for your feedback!"
 CHANNEL = "slack"
 
 
+def sections(text: str) -> list[dict]:
+    """``text`` as section blocks (each at most Block Kit's limit)."""
+    return [{"type": "section", "text": {"type": "mrkdwn", "text": text[i:i + SECTION_MAX_CHARS]}}
+            for i in range(0, len(text), SECTION_MAX_CHARS)]
+
+
 def rated_blocks(text: str, message_id: str) -> list[dict]:
-    sections = [{"type": "section", "text": {"type": "mrkdwn", "text": text[i:i + SECTION_MAX_CHARS]}}
-                for i in range(0, len(text), SECTION_MAX_CHARS)]
     buttons = [{"type": "button", "text": {"type": "plain_text", "text": label, "emoji": True},
                 "action_id": f"{ACTION_PREFIX}{rating}", "value": message_id}
                for label, rating in (("👍", "up"), ("👎", "down"))]
-    return [*sections, {"type": "actions", "block_id": BLOCK_ID, "elements": buttons}]
+    return [*sections(text), {"type": "actions", "block_id": BLOCK_ID, "elements": buttons}]
 
 
-class RatingPress(BaseModel):
-    """The parts of a ``block_actions`` payload a rating press needs."""
+class ButtonPress(BaseModel):
+    """The parts of a ``block_actions`` payload a press of one of our buttons needs: who pressed it, under
+    which message (its chat, thread, text and blocks), and the pressed button's action id and value."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -48,25 +53,40 @@ class RatingPress(BaseModel):
     channel: str
     message_ts: str
     thread_ts: str | None
-    rating: str
-    message_id: str
+    action_id: str
+    value: str
     text: str
     blocks: list[dict]
 
     @classmethod
-    def parse(cls, body: dict) -> RatingPress | None:
+    def parse(cls, body: dict, prefix: str) -> ButtonPress | None:
+        """The press of the payload's button whose action id starts with ``prefix``; None without one."""
         try:
-            action = next(a for a in body.get("actions") or [] if str(a.get("action_id", "")).startswith(ACTION_PREFIX))
+            action = next(a for a in body.get("actions") or [] if str(a.get("action_id", "")).startswith(prefix))
             message = body.get("message") or {}
             container = body.get("container") or {}
             return cls(user=body["user"]["id"], team=(body.get("team") or {}).get("id") or body["user"].get("team_id"),
                        channel=(body.get("channel") or {}).get("id") or container["channel_id"],
                        message_ts=message.get("ts") or container["message_ts"],
                        thread_ts=message.get("thread_ts") or container.get("thread_ts"),
-                       rating=action["action_id"].removeprefix(ACTION_PREFIX), message_id=action["value"],
+                       action_id=action["action_id"], value=action["value"],
                        text=message.get("text", ""), blocks=message.get("blocks") or [])
-        except (StopIteration, KeyError, TypeError, ValidationError):
+        except (StopIteration, KeyError, TypeError, AttributeError, ValidationError):
             return None
+
+
+class RatingPress(ButtonPress):
+    @classmethod
+    def parse(cls, body: dict, prefix: str = ACTION_PREFIX) -> RatingPress | None:
+        return super().parse(body, prefix)  # type: ignore[return-value]
+
+    @property
+    def rating(self) -> str:
+        return self.action_id.removeprefix(ACTION_PREFIX)
+
+    @property
+    def message_id(self) -> str:
+        return self.value
 
 
 class SlackRatings:

@@ -548,6 +548,11 @@ class Settings(BaseSettings):
         "A tool's answer longer than this is cut (with a note saying so) before the model reads it."))
     tool_confirm_ttl_s: int = Field(default=600, ge=1, description=(
         "How long an action a `confirm: true` tool proposed waits for the customer's yes in the next turn."))
+    tool_stdio_servers: dict[str, list[str]] = Field(default_factory=dict, description=(
+        "MCP servers that are a local command (stdio), JSON `{name: [program, args...]}`, e.g. "
+        "`{\"stock\": [\"/usr/local/bin/stock-mcp\", \"--db\", \"/srv/stock.db\"]}`: each is a tool source "
+        "(tools `stock.*`) added or brought up to date at start. Only here (the settings file or the "
+        "environment) or with `switchboard tools add-stdio`, never over HTTP; the API shows them read-only."))
     api_key_rate_limit_per_min: int = Field(
         default=60, ge=1, description="The agent API's default calls per minute per key."
     )

@@ -4,19 +4,24 @@ Every request goes through the outbound guard (``GuardedTransport``: loopback an
 refused unless ``SWITCHBOARD_OUTBOUND_ALLOW_HOSTS`` allows them, the address pinned, the answer's size
 capped), with the source's headers. A listing opens its own session (``initialize``, the listing, the
 session closed). Calls share a session kept per source in each process (``_Kept``: its ``initialize``
-made once, so a call is one HTTP request, not four); it is closed after ``KEEP_IDLE_S`` without calls,
-when the source's URL or headers change, and on any error — a call that failed on a session already
-used is made once more on a new one, with the same idempotency key (the server may have dropped the
-session). Whatever goes wrong (refused, unreachable, not MCP, too slow, too large, a JSON-RPC error) is
-a ``ToolServerError`` with a sentence saying what.
+made once by the SDK, so a call is one HTTP request, not four). A call is that request made directly
+(``_Line.call``): the JSON-RPC ``tools/call`` POSTed with the session's id and protocol version, its answer
+(JSON, or an SSE stream read up to the answer) checked as the SDK checks it (a ``JSONRPCMessage``, a
+``CallToolResult``, structured content against the tool's output schema) — the SDK's own path hands each
+message through three tasks and two memory streams, more CPU than the HTTP request itself. The session
+is closed after ``KEEP_IDLE_S`` without calls, when the source's URL or headers change, and on any error
+— a call that failed on a session already used is made once more on a new one, with the same
+idempotency key (the server may have dropped the session). Whatever goes wrong (refused, unreachable,
+not MCP, too slow, too large, a JSON-RPC error) is a ``ToolServerError`` with a sentence saying what.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -25,13 +30,14 @@ from jsonschema.exceptions import best_match
 from jsonschema.validators import validator_for
 from mcp import ClientSession, McpError
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import CallToolResult, TextContent
+from mcp.types import LATEST_PROTOCOL_VERSION, CallToolResult, JSONRPCError, JSONRPCMessage, JSONRPCResponse
 from pydantic import ValidationError
 from referencing import Registry
 
 from gateway.core.errors import GatewayError
 from gateway.core.outbound import OutboundPolicy, shown
 from gateway.core.outbound_client import GuardedTransport, OutboundBlocked, OutboundUnreadable
+from gateway.tools.mcp_results import innermost, listed, outcome
 from gateway.tools.model import ToolInfo, ToolSource
 from gateway.turn.tools import ToolOutcome
 
@@ -48,15 +54,8 @@ class ToolServerError(GatewayError):
     """An MCP server did not answer as one: the sentence says what happened."""
 
 
-def _leaf(exc: BaseException) -> BaseException:
-    """The first real error inside the task groups' exception groups the SDK raises."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
-
-
 def _describe(exc: BaseException, url: str) -> str:
-    exc = _leaf(exc)
+    exc = innermost(exc)
     where = shown(url)
     if isinstance(exc, OutboundBlocked):
         return exc.refusal.message
@@ -75,16 +74,6 @@ def _describe(exc: BaseException, url: str) -> str:
     if isinstance(exc, httpx.TimeoutException | TimeoutError):
         return f"{where} did not answer in time"
     return f"{where} did not answer as an MCP server: {type(exc).__name__}: {str(exc)[:200]}"
-
-
-def _text(content: list) -> str:
-    parts = []
-    for item in content:
-        if isinstance(item, TextContent):
-            parts.append(item.text)
-        else:  # images, audio, resources: the model is told what came, not given bytes it cannot read
-            parts.append(f"[{getattr(item, 'type', type(item).__name__)} content not shown]")
-    return "\n".join(parts)
 
 
 class _Watched(httpx.AsyncBaseTransport):
@@ -174,6 +163,65 @@ class _Session(ClientSession):
             raise RuntimeError(f"Invalid structured content returned by tool {name}: {error.message}")
 
 
+_CALL_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+class _Line:
+    """An initialized session of one source: the SDK's (for listings of output schemas) and what a direct
+    ``tools/call`` needs — the HTTP client, the session's id and protocol version."""
+
+    def __init__(self, session: _Session, watch: _Watched, http: httpx.AsyncClient, url: str,
+                 session_id: Callable[[], str | None], protocol_version: str) -> None:
+        self.session, self.watch, self.http, self.url = session, watch, http, url
+        self.session_id = session_id
+        self.protocol_version = protocol_version
+        self._ids = itertools.count(1)
+
+    async def call(self, tool: str, arguments: dict, idempotency_key: str) -> CallToolResult:
+        """``tools/call`` as one POST on the session. A JSON-RPC error is an ``McpError``; an answer that is
+        not JSON-RPC a ``ValidationError``; HTTP errors are httpx's (404: the server dropped the session)."""
+        request_id = f"sb-{next(self._ids)}"  # a string: never one of the SDK's integer ids on this session
+        body = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {
+            "name": tool, "arguments": arguments, "_meta": {"idempotencyKey": idempotency_key}}},
+            ensure_ascii=False).encode()
+        headers = {**_CALL_HEADERS, "mcp-protocol-version": self.protocol_version}
+        session_id = self.session_id()
+        if session_id:
+            headers["mcp-session-id"] = session_id
+        async with self.http.stream("POST", self.url, content=body, headers=headers) as response:
+            response.raise_for_status()
+            if response.status_code != 200:  # 202 and the like: no answer to a request is not MCP
+                raise ValueError(f"HTTP {response.status_code} answered a request")
+            if response.headers.get("content-type", "").lower().startswith("text/event-stream"):
+                message = await _from_events(response, request_id)
+            else:
+                message = JSONRPCMessage.model_validate_json(await response.aread())
+        answer = message.root
+        if isinstance(answer, JSONRPCError):
+            raise McpError(answer.error)
+        if not isinstance(answer, JSONRPCResponse):
+            raise ValueError(f"a {type(answer).__name__} answered a request")
+        result = CallToolResult.model_validate(answer.result)
+        if not result.isError:
+            await self.session._validate_tool_result(tool, result)
+        return result
+
+
+async def _from_events(response: httpx.Response, request_id: str) -> JSONRPCMessage:
+    """The answer to ``request_id`` in an SSE stream (the server's notifications and requests before it are
+    passed over), read only up to it."""
+    data: list[str] = []
+    async for line in response.aiter_lines():
+        if line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+        elif not line and data:  # an event ends
+            message = JSONRPCMessage.model_validate_json("\n".join(data))
+            data = []
+            if isinstance(message.root, JSONRPCResponse | JSONRPCError) and message.root.id == request_id:
+                return message
+    raise ValueError("the event stream ended without the answer")
+
+
 class McpClient:
     def __init__(self, policy: OutboundPolicy, max_answer_bytes: int = MAX_ANSWER_BYTES) -> None:
         self.policy = policy
@@ -181,35 +229,35 @@ class McpClient:
         self._kept: dict[str, _Kept] = {}  # source id → its kept session (in the loop that opened it)
 
     @asynccontextmanager
-    async def _session(self, source: ToolSource, timeout_s: float) -> AsyncIterator[tuple[ClientSession, _Watched]]:
+    async def _session(self, source: ToolSource, timeout_s: float) -> AsyncIterator[_Line]:
         # Every request of a session goes to the source's one URL: its connections may be kept alive.
         watch = _Watched(GuardedTransport(self.policy, self.max_answer_bytes, keep_alive=True))
         http = httpx.AsyncClient(transport=watch, headers=source.headers, timeout=httpx.Timeout(timeout_s),
                                  follow_redirects=False)
-        async with http, streamable_http_client(source.url, http_client=http) as (read, write, _session_id):
+        async with http, streamable_http_client(source.url, http_client=http) as (read, write, session_id):
             async def on_message(message) -> None:
                 if isinstance(message, Exception):  # an answer the SDK could not read (not JSON-RPC)
                     watch.note(message)
 
             async with _Session(read, write, message_handler=on_message) as session:
-                await _first(session.initialize(), watch)
-                yield session, watch
+                initialized = await _first(session.initialize(), watch)
+                yield _Line(session, watch, http, source.url, session_id,
+                            str(initialized.protocolVersion or LATEST_PROTOCOL_VERSION))
 
     async def list_tools(self, source: ToolSource, timeout_s: float = LIST_TIMEOUT_S) -> list[ToolInfo]:
         """``initialize`` + ``tools/list`` (every page), the tools named ``<source>.<tool>``."""
         try:
-            async with asyncio.timeout(timeout_s), self._session(source, timeout_s) as (session, watch):
+            async with asyncio.timeout(timeout_s), self._session(source, timeout_s) as line:
                 tools, cursor = [], None
                 for _ in range(_MAX_PAGES):
-                    page = await _first(session.list_tools(cursor=cursor), watch)
+                    page = await _first(line.session.list_tools(cursor=cursor), line.watch)
                     tools += page.tools
                     cursor = page.nextCursor
                     if not cursor:
                         break
         except Exception as exc:  # the SDK raises what its transport met, often inside exception groups
             raise ToolServerError(_describe(exc, source.url)) from exc
-        return [ToolInfo(name=f"{source.name}.{t.name}", description=t.description or "",
-                         input_schema=t.inputSchema or {"type": "object"}) for t in tools]
+        return listed(source, tools)
 
     async def call(self, source: ToolSource, tool: str, arguments: dict, idempotency_key: str) -> ToolOutcome:
         """``tools/call`` with ``_meta.idempotencyKey``, on the source's kept session; the answer's text (a
@@ -220,23 +268,17 @@ class McpClient:
             reused = kept.used
             kept.used = True
             try:
-                session, watch = await kept.ready()
-                result = await _first(session.call_tool(tool, arguments, meta={"idempotencyKey": idempotency_key}),
-                                      watch)
+                line = await kept.ready()
+                result = await line.call(tool, arguments, idempotency_key)
             except Exception as exc:
                 kept.close()
-                if reused and attempt == 1 and not isinstance(_leaf(exc), McpError):
+                if reused and attempt == 1 and not isinstance(innermost(exc), McpError):
                     continue  # a kept session the server may have dropped: once more on a new one
                 raise ToolServerError(_describe(exc, source.url)) from exc
             finally:
                 kept.touch()
-            break
-        text = _text(result.content)
-        if not text and result.structuredContent is not None:
-            text = json.dumps(result.structuredContent, ensure_ascii=False)
-        if result.isError:
-            return ToolOutcome(text="", error=f"the tool reported an error: {text[:1000] or 'no details'}")
-        return ToolOutcome(text=text)
+            return outcome(result)
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
     def _kept_for(self, source: ToolSource) -> _Kept:
         loop = asyncio.get_running_loop()
@@ -287,7 +329,7 @@ class _Kept:
             if not self._opened.done():
                 self._opened.set_exception(ToolServerError("the session was closed"))
 
-    async def ready(self) -> tuple[ClientSession, _Watched]:
+    async def ready(self) -> _Line:
         return await asyncio.shield(self._opened)
 
     def touch(self) -> None:

@@ -20,7 +20,7 @@ from gateway.core.outbound_client import FetchFailed, FetchLimits, GuardedClient
 from gateway.core.outbound_decoding import OutboundUnreadable
 from gateway.tools.mcp_client import LIST_TIMEOUT_S, MAX_ANSWER_BYTES, ToolServerError
 from gateway.tools.model import Endpoint, ToolInfo, ToolSource
-from gateway.tools.openapi_doc import OpenApiError, read_tools
+from gateway.tools.openapi_doc import OpenApiError, parse, read_tools
 from gateway.turn.tools import ToolOutcome
 
 __all__ = ["OpenApiClient"]
@@ -69,8 +69,8 @@ class OpenApiClient:
                                                          retries=1),
                                 user_agent=_USER_AGENT, subject="the OpenAPI document")
         try:
-            fetched = await fetcher.request("GET", source.url, headers={"Accept": "application/json",
-                                                                        **source.headers})
+            fetched = await fetcher.request("GET", source.url, headers={
+                "Accept": "application/json, application/yaml;q=0.9, text/yaml;q=0.9, */*;q=0.5", **source.headers})
         except OutboundRefused as exc:
             raise ToolServerError(exc.message) from None
         except FetchFailed as exc:
@@ -79,11 +79,11 @@ class OpenApiClient:
         finally:
             await fetcher.aclose()
         try:
-            doc = json.loads(fetched.body)
-        except ValueError:
+            doc = parse(fetched.body)
+        except OpenApiError:
             kind = fetched.content_type or "no content type"
-            raise ToolServerError(f"{shown(source.url)} did not answer JSON ({kind}): an OpenAPI 3 document "
-                                  "in JSON is read") from None
+            raise ToolServerError(f"{shown(source.url)} did not answer JSON or YAML ({kind}): an OpenAPI 3 "
+                                  "document in JSON or YAML is read") from None
         try:
             tools, _missing = read_tools(doc, fetched.url, source.name, source.operations)
         except OpenApiError as exc:

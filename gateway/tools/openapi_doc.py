@@ -4,18 +4,22 @@ A tool's arguments are the operation's path, query and header parameters (path-l
 and its JSON request body as the argument ``body``. Local ``$ref``s (``#/components/...``) are
 inlined, so the model gets one self-contained JSON schema; a reference that loops back on itself is
 cut to ``{}`` at its second visit, and one to another document is ``{}`` too (only this document is
-read). Anything that is not an OpenAPI 3 document is an ``OpenApiError`` saying what it is instead.
+read). The document is JSON or YAML (``parse``). Anything that is not an OpenAPI 3 document is an
+``OpenApiError`` saying what it is instead.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from urllib.parse import urljoin
+
+import yaml
 
 from gateway.core.errors import GatewayError
 from gateway.tools.model import Endpoint, ToolInfo
 
-__all__ = ["METHODS", "OpenApiError", "operation_ids", "read_tools"]
+__all__ = ["METHODS", "OpenApiError", "operation_ids", "parse", "read_tools"]
 
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
 _LOCATIONS = ("path", "query", "header")  # cookies are not sent: a tool has no cookie jar
@@ -25,6 +29,33 @@ _MAX_NODES = 20_000  # per inlined part: references that fan out (a diamond of s
 
 class OpenApiError(GatewayError):
     """The document is not an OpenAPI 3 document (or a part of it is malformed): the sentence says how."""
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML's safe loader without aliases: ``*name`` repeats a node, so a few lines could stand for a
+    document too large to read; an OpenAPI document repeats with ``$ref`` instead."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(None, None, "aliases (*name) are not read", event.start_mark)
+        return super().compose_node(parent, index)
+
+
+def parse(body: bytes) -> Any:
+    """A document's text as data: JSON, else YAML (its dates and other non-JSON values as strings, its keys
+    as strings, as in JSON). Neither: ``OpenApiError``."""
+    try:
+        return json.loads(body)
+    except ValueError:
+        pass
+    try:
+        doc = yaml.load(body, Loader=_Loader)  # noqa: S506 - a safe loader (SafeLoader, without aliases)
+    except yaml.YAMLError as exc:
+        raise OpenApiError(f"neither JSON nor YAML ({type(exc).__name__})") from None
+    if not isinstance(doc, dict | list):  # an HTML page or plain text reads as one YAML string
+        raise OpenApiError("neither JSON nor YAML (one plain scalar)")
+    return json.loads(json.dumps(doc, default=str))
 
 
 def _pointer(doc: dict, ref: str) -> Any:

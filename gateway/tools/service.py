@@ -146,6 +146,24 @@ class ToolSources:
             raise Conflict(f"a tool source named {name!r} exists already; its tools are {name}.*")
         return await self._listed(ToolSource(kind="stdio", name=name, url="", command=command))
 
+    async def declare_stdio(self, declared: dict[str, list[str]]) -> list[ToolSource]:
+        """The settings' stdio servers (``SWITCHBOARD_TOOL_STDIO_SERVERS``), each added when missing, or listed
+        again under its new command when the command changed; those already as declared are left as they are.
+        A name another kind of source has is refused (``Conflict``) before anything is changed."""
+        existing = {s.name: s for s in await self.store.list()}
+        for name in declared:
+            if name in existing and existing[name].kind != "stdio":
+                raise Conflict(f"SWITCHBOARD_TOOL_STDIO_SERVERS: {name!r} is the name of a {existing[name].kind} "
+                               "tool source already")
+        changed = []
+        for name, command in declared.items():
+            current = existing.get(name)
+            if current is None:
+                changed.append(await self.add_stdio(name, command))
+            elif current.command != command:
+                changed.append(await self._listed(current.model_copy(update={"command": command})))
+        return changed
+
     async def refresh(self, source_id: str) -> ToolSource:
         return await self._listed(await self.store.get(source_id), strict=False)
 

@@ -9,5 +9,6 @@ WEB_CHAT_TURN = 6  # issue 27's target; was 28: session + limits, the turn's fiv
 INBOX_TURN = 8  # issue 27's target; was 30: the webhook's push, the reader, the chat's order lock, the turn's five
 INVOKE = 6  # issue 27's target; was 15 on the second path: the caller (key, agent, version, limit), the turn's five
 # issue 40: a turn whose model calls a tool — the web chat turn's, the round's journal write (its result, and the
-# handoff state read with it) and, at most once a second per process, the tool sources' listing (two reads)
-WEB_CHAT_TOOL_TURN = WEB_CHAT_TURN + 3
+# handoff state read with it) and, at most once a second per process, the tool sources' listing (one HGETALL;
+# was two reads, +3, before the sources moved into one hash)
+WEB_CHAT_TOOL_TURN = WEB_CHAT_TURN + 2

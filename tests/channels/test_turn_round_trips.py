@@ -116,7 +116,7 @@ def test_an_invoke(proxy, settings):
 def test_a_web_chat_turn_with_a_tool_call(settings, proxy, fake_openai):
     """A turn whose model calls one MCP tool: its journal and the proposed action are read with the turn lock,
     the round and its result written in one transaction (the handoff state read with it); the sources are
-    listed again when the turn's process last listed them over a second ago (here: every turn)."""
+    listed again (one command) when the turn's process last listed them over a second ago (here: every turn)."""
     from tests.fakes.mcp_server import FakeMcpServer
 
     crm = FakeMcpServer()

@@ -91,3 +91,36 @@ def malformed_app():
         return Response('{"jsonrpc": "2.0", "id": 1, "result": {"proto', media_type="application/json")
 
     return Starlette(routes=[Route("/mcp", broken, methods=["GET", "POST", "DELETE"])])
+
+
+def broken_calls(inner, tool: str = "broken"):
+    """``inner`` (an MCP server's ASGI app), but a ``tools/call`` of ``tool`` is answered with truncated JSON
+    (a server that breaks mid-answer); every other request reaches ``inner`` as it came."""
+    marker = f'"{tool}"'.encode()
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await inner(scope, receive, send)
+            return
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        if b'"tools/call"' in body and marker in body:
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-type", b"application/json")]})
+            await send({"type": "http.response.body", "body": b'{"jsonrpc": "2.0", "id": 1, "result": {"proto'})
+            return
+        sent = False
+
+        async def replay():
+            nonlocal sent
+            if sent:
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await inner(scope, replay, send)
+
+    return app

@@ -1,4 +1,5 @@
-"""A small shop's REST API (a real FastAPI app) serving its own OpenAPI 3 document at ``/openapi.json``.
+"""A small shop's REST API (a real FastAPI app) serving its own OpenAPI 3 document at ``/openapi.json``, and
+the same in YAML at ``/openapi.yaml``.
 
 Every request but the document's is recorded (method, path, query, ``Idempotency-Key``,
 ``Authorization``, JSON body) so tests assert on what the gateway sent and how often. ``token`` makes
@@ -10,8 +11,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+import yaml
 from fastapi import FastAPI, Header, HTTPException, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 
 ORDERS = {"4411": "shipped", "4412": "packed"}
@@ -40,7 +42,7 @@ class FakeShop:
         async def guard(request: Request, call_next):
             if fake.token is not None and request.headers.get("authorization") != f"Bearer {fake.token}":
                 return JSONResponse({"detail": "unauthorized"}, status_code=401)
-            if request.url.path != "/openapi.json":
+            if request.url.path not in ("/openapi.json", "/openapi.yaml"):
                 body = await request.body()
                 fake.requests.append({"method": request.method, "path": request.url.path,
                                       "query": dict(request.query_params),
@@ -61,6 +63,10 @@ class FakeShop:
                                x_channel: str | None = Header(default=None)) -> dict:
             return {"refund": f"RF-{order_id}", "amount": money.refund.amount,
                     "currency": money.currency, "channel": x_channel}
+
+        @app.get("/openapi.yaml", include_in_schema=False)
+        async def openapi_yaml() -> Response:
+            return Response(yaml.safe_dump(app.openapi(), sort_keys=False), media_type="application/yaml")
 
         @app.get("/whoami", operation_id="whoAmI", summary="Echoes the caller's credentials (a careless API).")
         async def who_am_i(request: Request) -> dict:

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from gateway.tools.openapi_doc import OpenApiError, operation_ids, read_tools
+from gateway.tools.openapi_doc import OpenApiError, operation_ids, parse, read_tools
 
 DOC = {
     "openapi": "3.1.0",
@@ -67,3 +67,16 @@ def test_a_document_that_is_not_openapi_3_is_named(doc, message):
     with pytest.raises(OpenApiError) as caught:
         read_tools(doc, "http://127.0.0.1/openapi.json", "shop", ["x"])
     assert message in caught.value.message
+
+
+def test_yaml_is_read_with_json_keys_and_values_and_without_aliases():
+    doc = parse(b"openapi: 3.0.3\npaths:\n  /x:\n    get:\n      operationId: x\n      responses:\n"
+                b"        200: {description: ok}\n      x-since: 2024-05-01\n")
+    assert doc["paths"]["/x"]["get"]["responses"] == {"200": {"description": "ok"}}  # keys as in JSON
+    assert doc["paths"]["/x"]["get"]["x-since"] == "2024-05-01"  # a date as a string
+    assert parse(b'{"openapi": "3.1.0"}') == {"openapi": "3.1.0"}
+    bomb = b"a: &a [x, x, x]\nb: &b [*a, *a, *a]\nc: [*b, *b, *b]\n"
+    for body in (bomb, b"<html><body>Not here</body></html>", b"paths: [unclosed"):
+        with pytest.raises(OpenApiError) as caught:
+            parse(body)
+        assert caught.value.message.startswith("neither JSON nor YAML")

@@ -137,3 +137,13 @@ def test_trying_a_tool_calls_it_and_masks_the_sources_secrets(client, shop):
     assert client.post(f"/api/tool-sources/{source['id']}/tools/shop.getOrder/try",
                        json={"arguments": {"order_id": "4411"}}).status_code == 401
     assert len(shop.requests) == 2  # the refused tries called nothing
+
+
+def test_a_document_in_yaml_is_read_as_its_json_twin(client, shop):
+    from_json = _add_shop(client, shop, "getOrder", "refundOrder").json()
+    from_yaml = client.post("/api/tool-sources", headers=ADMIN, json={
+        "kind": "openapi", "name": "shopyaml", "url": shop.url + "/openapi.yaml",
+        "headers": {"Authorization": f"Bearer {SHOP_TOKEN}"}, "operations": ["getOrder", "refundOrder"]})
+    assert from_yaml.status_code == 201 and from_yaml.json()["status"]["last_error"] is None, from_yaml.text
+    assert [{**t, "name": t["name"].partition(".")[2]} for t in from_yaml.json()["tools"]] == \
+        [{**t, "name": t["name"].partition(".")[2]} for t in from_json["tools"]]
