@@ -13,6 +13,7 @@ from email.utils import formataddr, formatdate, make_msgid
 
 import aiosmtplib
 
+from channels.email.certificate import untrusted_certificate
 from channels.email.message import Mail
 from channels.errors import ChannelRejected, ChannelUnavailable
 from gateway.channel import Connection
@@ -76,8 +77,8 @@ async def send(message: EmailMessage, connection: Connection) -> None:
 
 
 async def check_smtp(connection: Connection) -> None:
-    """EHLO and login; a refusal (5xx) raises ``SmtpRefused`` with the server's reason, a temporary failure
-    (4xx) or a network error ``OSError``."""
+    """EHLO and login; a refusal (5xx) or a server certificate not trusted raises ``SmtpRefused`` with the
+    reason, a temporary failure (4xx) or a network error ``OSError``."""
     try:
         async with _client(connection) as client:
             await client.login(connection.secret("username"), connection.secret("password"))
@@ -88,5 +89,9 @@ async def check_smtp(connection: Connection) -> None:
         raise SmtpRefused(said) from None
     except aiosmtplib.SMTPNotSupported as exc:
         raise SmtpRefused(f"SMTP: {exc}") from None
-    except aiosmtplib.SMTPException as exc:
+    except (aiosmtplib.SMTPException, OSError) as exc:
+        if (untrusted := untrusted_certificate(exc, "SMTP", connection.secret("smtp_host"))) is not None:
+            raise SmtpRefused(untrusted) from None
+        if isinstance(exc, OSError):
+            raise
         raise OSError(f"{type(exc).__name__}: {exc}") from None

@@ -173,11 +173,24 @@ def test_starttls_and_implicit_tls_mailboxes(client, live, fake_openai, tmp_path
         tls = add(client, kind="email", name="TLS", credentials={
             **credentials(server, implicit, tls="ssl"), "imap_port": str(server.tls_port)})
         assert tls["status"]["account"] == USER and tls["enabled"]  # IMAPS and SMTPS logins
-        monkeypatch.delenv("SSL_CERT_FILE")  # a certificate nobody vouches for is refused
-        untrusted = client.post("/api/connections", headers=ADMIN, json={
+        # a certificate nobody vouches for is the operator's to fix: a 422 naming the server, nothing stored
+        before = {c["id"] for c in client.get("/api/connections", headers=ADMIN).json()["connections"]}
+        other = SmtpReceiver(tls=TestCertificate(tmp_path / "other")).start()  # signed by a CA not trusted here
+        try:
+            untrusted_smtp = client.post("/api/connections", headers=ADMIN, json={
+                "kind": "email", "name": "Untrusted", "credentials": credentials(server, other, tls="starttls")})
+        finally:
+            other.stop()
+        monkeypatch.delenv("SSL_CERT_FILE")
+        untrusted_imap = client.post("/api/connections", headers=ADMIN, json={
             "kind": "email", "name": "Untrusted", "credentials": credentials(server, starttls, tls="starttls")})
-        assert untrusted.status_code == 201 and untrusted.json()["enabled"] is False
-        assert "CERTIFICATE_VERIFY_FAILED" in untrusted.json()["status"]["last_error"]
+        for protocol, untrusted in (("SMTP", untrusted_smtp), ("IMAP", untrusted_imap)):
+            assert untrusted.status_code == 422, untrusted.text
+            said = untrusted.json()["message"]
+            assert f"{protocol} 127.0.0.1: the server's TLS certificate was not trusted" in said
+            assert "self-signed certificate" in said and PASSWORD not in untrusted.text
+        after = {c["id"] for c in client.get("/api/connections", headers=ADMIN).json()["connections"]}
+        assert after == before
     finally:
         starttls.stop()
         implicit.stop()
