@@ -156,6 +156,19 @@ def test_a_server_without_idle_is_polled(client, live, smtp, fake_openai):
         server.stop()
 
 
+def test_a_relay_of_our_own_network_without_auth_sends_the_reply_without_a_login(client, live, mailbox, fake_openai):
+    relay = SmtpReceiver(relay=True).start()  # plain SMTP on 127.0.0.1, no AUTH in its EHLO answer
+    try:
+        box = add(client, kind="email", name="Relayed", credentials=credentials(mailbox, relay))
+        assert box["state"] == "enabled" and box["status"]["account"] == USER and box["status"]["last_error"] is None
+        mailbox.deliver(mail("Can I pick the bike up in the shop?", subject=""))
+        [reply] = wait_until(lambda: relay.messages, 20, "the reply through the relay")
+        assert reply.get_content().strip() == "echo: Can I pick the bike up in the shop?"
+        assert relay.recorder.envelopes == [(USER, [CUSTOMER])]
+    finally:
+        relay.stop()
+
+
 def test_starttls_and_implicit_tls_mailboxes(client, live, fake_openai, tmp_path, monkeypatch):
     certificate = TestCertificate(tmp_path / "tls")
     monkeypatch.setenv("SSL_CERT_FILE", str(certificate.cert))  # the servers' certificate is trusted, no other
