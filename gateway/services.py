@@ -601,7 +601,8 @@ def _chat_media(settings: Settings, pipeline: TurnPipeline, llm: LLMClient | Non
     documents = ChatDocuments(extract_budget(settings), settings.chat_document_max_tokens)
     kept = ConversationDocuments(store, settings.inactivity_timeout_s)
     pipeline.preparers.append(kept)
-    return ChatMedia(settings, pipeline, downloader, Speech(settings), documents, agent.vision, llm, kept)
+    return ChatMedia(settings, pipeline, downloader, Speech(settings), documents, agent.vision, agent.model,
+                     llm, kept)
 
 
 def _idle_sweep_timer(sessions: Sessions, period_s: int) -> Timer:

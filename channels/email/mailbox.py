@@ -4,8 +4,8 @@ Opened with the connection's TLS choice (``ssl``: IMAPS; ``starttls``: plain the
 aioimaplib has no STARTTLS of its own; ``none``: plain), logged in, INBOX selected with its
 UIDVALIDITY. Mail is read with ``BODY.PEEK[]`` so nothing is marked seen by reading it; what was
 processed is tracked by UID by the listener. ``wait`` is IDLE when the server has it, a pause
-otherwise. A refused login raises ``ImapRefused`` with the server's reason; a network failure or a
-server gone away raises ``ImapUnavailable``.
+otherwise. A refused login, or a server certificate not trusted, raises ``ImapRefused`` with the
+reason (the operator must act); a network failure or a server gone away raises ``ImapUnavailable``.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import ssl
 
 import aioimaplib
 
+from channels.email.certificate import untrusted_certificate
 from gateway.channel import Connection
 
 __all__ = ["IDLE_RENEW_S", "ImapRefused", "ImapUnavailable", "Mailbox", "check_imap"]
@@ -68,6 +69,8 @@ class Mailbox:
                 await self._starttls(host)
             login = await self.client.login(self.connection.secret("username"), self.connection.secret("password"))
         except (TimeoutError, OSError, aioimaplib.AioImapException) as exc:
+            if (untrusted := untrusted_certificate(exc, "IMAP", host)) is not None:
+                raise ImapRefused(untrusted) from None
             raise ImapUnavailable(f"IMAP server unreachable: {type(exc).__name__}: {exc}") from None
         if login.result != "OK":
             raise ImapRefused(f"IMAP login refused: {_said(login) or login.result}")

@@ -3,16 +3,19 @@
 A reply carries ``In-Reply-To`` (the customer's Message-ID), ``References`` (theirs plus that id) and
 a ``Re:`` subject, so every mail client files it in the thread; ``Auto-Submitted: auto-replied``
 (RFC 3834) tells other robots not to answer it. Failures are translated here: a 4xx, a refused or
-dropped connection is worth another try; a 5xx is final.
+dropped connection is worth another try; a 5xx is final. A relay of the operator's own network (plain
+SMTP to a loopback or private address) that offers no AUTH is used without a login.
 """
 
 from __future__ import annotations
 
+import ipaddress
 from email.message import EmailMessage
 from email.utils import formataddr, formatdate, make_msgid
 
 import aiosmtplib
 
+from channels.email.certificate import untrusted_certificate
 from channels.email.message import Mail
 from channels.errors import ChannelRejected, ChannelUnavailable
 from gateway.channel import Connection
@@ -34,6 +37,31 @@ def _tls(connection: Connection) -> dict:
 def _client(connection: Connection) -> aiosmtplib.SMTP:
     return aiosmtplib.SMTP(hostname=connection.secret("smtp_host"), port=int(connection.secret("smtp_port")),
                            timeout=TIMEOUT_S, **_tls(connection))
+
+
+def _own_relay(client: aiosmtplib.SMTP, connection: Connection) -> bool:
+    """Plain SMTP (``tls`` "none") to a loopback or private address: a relay of the operator's own network."""
+    if connection.secret("tls") != "none":
+        return False
+    peer = client.get_transport_info("peername")
+    try:
+        address = ipaddress.ip_address(peer[0])
+    except (TypeError, ValueError, IndexError):
+        return False
+    return address.is_private  # loopback, 10/8, 172.16/12, 192.168/16, fc00::/7 ...
+
+
+async def _log_in(client: aiosmtplib.SMTP, connection: Connection) -> None:
+    """Log in, unless the server offers no AUTH and is a relay of the operator's own network: such a relay
+    (Postfix for ``mynetworks``) takes mail from the addresses it trusts without a login."""
+    if client.is_ehlo_or_helo_needed:
+        try:
+            await client.ehlo()
+        except aiosmtplib.SMTPHeloError:
+            await client.helo()  # an old server that knows only HELO: no extensions, so no AUTH
+    if not client.supports_extension("auth") and _own_relay(client, connection):
+        return
+    await client.login(connection.secret("username"), connection.secret("password"))
 
 
 def _subject(subject: str) -> str:
@@ -61,7 +89,7 @@ def reply_to(mail: Mail, text: str, connection: Connection, display_name: str | 
 async def send(message: EmailMessage, connection: Connection) -> None:
     try:
         async with _client(connection) as client:
-            await client.login(connection.secret("username"), connection.secret("password"))
+            await _log_in(client, connection)
             await client.send_message(message)
     except aiosmtplib.SMTPRecipientsRefused as exc:
         raise ChannelRejected(f"SMTP refused the recipient: {exc.recipients[0].message if exc.recipients else ''}"
@@ -76,11 +104,11 @@ async def send(message: EmailMessage, connection: Connection) -> None:
 
 
 async def check_smtp(connection: Connection) -> None:
-    """EHLO and login; a refusal (5xx) raises ``SmtpRefused`` with the server's reason, a temporary failure
-    (4xx) or a network error ``OSError``."""
+    """EHLO and login; a refusal (5xx) or a server certificate not trusted raises ``SmtpRefused`` with the
+    reason, a temporary failure (4xx) or a network error ``OSError``."""
     try:
         async with _client(connection) as client:
-            await client.login(connection.secret("username"), connection.secret("password"))
+            await _log_in(client, connection)
     except aiosmtplib.SMTPResponseException as exc:
         said = f"SMTP {exc.code} {exc.message}".strip()
         if 400 <= exc.code < 500:  # a temporary failure: asked again later, the connection kept
@@ -88,5 +116,9 @@ async def check_smtp(connection: Connection) -> None:
         raise SmtpRefused(said) from None
     except aiosmtplib.SMTPNotSupported as exc:
         raise SmtpRefused(f"SMTP: {exc}") from None
-    except aiosmtplib.SMTPException as exc:
+    except (aiosmtplib.SMTPException, OSError) as exc:
+        if (untrusted := untrusted_certificate(exc, "SMTP", connection.secret("smtp_host"))) is not None:
+            raise SmtpRefused(untrusted) from None
+        if isinstance(exc, OSError):
+            raise
         raise OSError(f"{type(exc).__name__}: {exc}") from None

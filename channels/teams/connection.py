@@ -5,10 +5,13 @@ checked first (``auth.ActivityTokens``): missing, forged, expired or for another
 nothing is queued. A message to answer (a personal or group chat, a channel message that @mentions
 the bot) is queued under its activity id, so a redelivery is answered once, in the order of its
 Teams conversation; everything else (conversation updates, reactions, channel chatter) is
-acknowledged and dropped. One conversation per Teams conversation id (a channel's reply thread is its
-own). Verifying a connection asks the token URL for the app's token; a refusal is a 422 with
-Microsoft's reason and nothing stored. Nothing is undone at Microsoft on delete: the messaging endpoint
-is the operator's to remove from the bot registration.
+acknowledged and dropped. So is an activity from another of the bot's Bot Framework channels
+(``channelId`` not ``msteams``: the Azure portal's "Test in Web Chat", Direct Line, the Emulator): it is
+not a Teams message, so it is counted as refused, logged and not answered under the ``teams`` name.
+One conversation per Teams conversation id (a channel's reply thread is its own). Verifying a
+connection asks the token URL for the app's token; a refusal is a 422 with Microsoft's reason and
+nothing stored. Nothing is undone at Microsoft on delete: the messaging endpoint is the operator's to
+remove from the bot registration.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ __all__ = ["CHANNEL", "TeamsConnections", "build_connections"]
 
 log = logging.getLogger(__name__)
 CHANNEL = "teams"
+TEAMS_CHANNEL_ID = "msteams"  # an activity's channelId from Teams; the bot's other channels are not answered
 
 
 class TeamsConnections:
@@ -75,6 +79,13 @@ class TeamsConnections:
         except TokenRefused as exc:
             log.info("teams connection %s: activity refused: %s", connection.id, exc)
             reject_unverified(self.context, CHANNEL, f"Bot Framework token refused: {exc}")
+        if activity.channel_id != TEAMS_CHANNEL_ID:
+            # Another Bot Framework channel of the same bot (the Azure portal's "Test in Web Chat", Direct
+            # Line, Slack...): a 200, so the connector does not retry, but it is not a Teams message.
+            log.info("teams connection %s: activity from Bot Framework channel %r dropped (only %r is answered)",
+                     connection.id, activity.channel_id, TEAMS_CHANNEL_ID)
+            self.context.metrics.rejected.labels(CHANNEL, "bot_framework_channel").inc()
+            return JSONResponse({})
         if activity.answerable:
             assert activity.conversation is not None
             await self.context.ack_delivery(CHANNEL, delivery_id(connection.id, message_id(activity)),

@@ -71,6 +71,11 @@ class ChannelAgent:
         config = await self._config(agent)
         return config is not None and config.vision
 
+    async def model(self, agent: str | None = None) -> str | None:
+        """The agent's own model (``config.llmModelId``); None: ``SWITCHBOARD_LLM_MODEL``."""
+        config = await self._config(agent)
+        return None if config is None else config.llm_model_id
+
     async def tools(self, agent: str | None = None) -> list[ToolChoice]:
         config = await self._config(agent)
         return list(config.tools) if config is not None else []

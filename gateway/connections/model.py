@@ -127,9 +127,10 @@ class Connection(BaseModel):
         return self.credentials.get(name, "")
 
     def redact(self, text: str) -> str:
-        """``text`` with every credential of this connection masked (a vendor error may echo one)."""
-        for value in self.credentials.values():
-            if len(value) >= 6:
+        """``text`` with every secret of this connection masked (a vendor error may echo one). The other
+        credentials (a host, an app id, a phone number) are shown in full everywhere: an error names them."""
+        for name, value in self.credentials.items():
+            if name in SECRET_FIELDS and len(value) >= 6:
                 text = text.replace(value, mask(value))
         return text
 

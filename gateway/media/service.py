@@ -21,7 +21,7 @@ from gateway.media.documents import ChatDocuments
 from gateway.media.download import Media, MediaDownloader, MediaSource, MediaTooLarge
 from gateway.media.images import data_url
 from gateway.media.speech import Speech, TooLong, is_audio
-from gateway.turn.llm import LLMClient
+from gateway.turn.llm import CallOptions, LLMClient
 from gateway.turn.media_parts import TurnMedia
 from gateway.turn.pipeline import OpeningWrites, Turn, TurnPipeline
 
@@ -58,13 +58,15 @@ class _Made:
 class ChatMedia:
     def __init__(self, settings: Settings, pipeline: TurnPipeline, downloader: MediaDownloader, speech: Speech,
                  documents: ChatDocuments, vision: Callable[[str | None], Awaitable[bool]],
-                 llm: LLMClient | None, kept: ConversationDocuments | None = None) -> None:
+                 model: Callable[[str | None], Awaitable[str | None]], llm: LLMClient | None,
+                 kept: ConversationDocuments | None = None) -> None:
         self.settings = settings
         self.pipeline = pipeline
         self.downloader = downloader
         self.speech = speech
         self.documents = documents
         self.vision = vision
+        self.model = model  # the answering agent's own model (``llmModelId``); None from it: SWITCHBOARD_LLM_MODEL
         self.llm = llm
         self.kept = kept  # documents stay with their conversation for its later turns
 
@@ -160,9 +162,12 @@ class ChatMedia:
         image = await data_url(media.data, self.settings.media_image_max_px)
         made.images.append(image)
         if not made.said and self.llm is not None:  # no caption: what retrieval searches for is the model's line
+            # the agent's model: the one marked as seeing images (config.vision), not the gateway's default
+            model = await self.model(inbound.agent) or self.llm.model
             described = await self.llm.complete([PromptMessage(role="system", content=DESCRIBE),
-                                                 PromptMessage(role="user", content="", images=(image,))])
-            made.calls.append(ModelCallTrace(kind="image_description", model=self.llm.model,
+                                                 PromptMessage(role="user", content="", images=(image,))],
+                                                CallOptions(model=model))
+            made.calls.append(ModelCallTrace(kind="image_description", model=model,
                                              prompt_tokens=described.usage.prompt_tokens,
                                              completion_tokens=described.usage.completion_tokens))
             line = " ".join(described.text.split())[:300]

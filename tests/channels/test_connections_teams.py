@@ -97,6 +97,25 @@ def test_an_activity_without_the_bot_connectors_valid_token_is_a_401_and_nothing
     assert metric(client, 'switchboard_rejected_requests_total{channel="teams",reason="signature"}') == len(refused)
 
 
+def test_an_activity_from_another_bot_framework_channel_is_acknowledged_counted_and_not_answered(
+        client, live, teams_app, fake_openai, stored):
+    teams = _teams(client)
+    path = webhook_path(teams)
+    token = teams_app.activity_token(APP)  # the fake's key is endorsed for msteams and webchat, as Microsoft's are
+    before = queued_keys(stored)
+    # the Azure portal's "Test in Web Chat": the same bot, a validly signed activity, another Bot Framework channel
+    activity = {**vendors.teams_message("hello from the portal", service_url=teams_app.service_url),
+                "channelId": "webchat", "conversation": {"id": "8kXQ2vC3mDf1-eu|0000000"}}
+    answer = vendors.post_teams(client, path, activity, token)
+    assert (answer.status_code, answer.json()) == (200, {})  # acknowledged: the connector does not retry it
+    settle(live)
+    time.sleep(0.1)
+    assert queued_keys(stored) == before
+    assert fake_openai.chat_requests() == [] and teams_app.sent() == [] and teams_app.sent("typing") == []
+    assert stored.messages(f"teams:{vendors.TEAMS_USER}@{teams['id']}") == []
+    assert metric(client, 'switchboard_rejected_requests_total{channel="teams",reason="bot_framework_channel"}') == 1
+
+
 def test_in_a_channel_only_a_mention_is_answered_without_the_mention_and_group_chats_are_answered(
         client, live, teams_app, fake_openai, stored):
     teams = _teams(client)

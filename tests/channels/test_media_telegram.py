@@ -153,6 +153,25 @@ def test_a_photo_without_caption_is_described_once_for_retrieval(client, live, f
     assert [c.kind for c in trace.model_calls] == ["image_description"]
 
 
+def test_a_photo_without_caption_is_described_by_the_agents_own_model(client, live, fake_telegram, fake_openai,
+                                                                      stored):
+    agent_id = live.services.settings.agent_id
+    default_model = live.services.settings.llm_model
+    patched = client.patch(f"/v1/agents/{agent_id}", headers=ADMIN,
+                           json={"config": {"vision": True, "llmModelId": "vision-model-of-the-agent"}})
+    assert patched.status_code == 200, patched.text
+    fake_telegram.files["photo-3"] = media_files.png()
+    fake_openai.script_reply("A blue bicycle bell.")
+    vendors.post_telegram(client, _photo("photo-3"))
+    settle(live)
+    described, _reply = fake_openai.chat_requests()
+    assert described["body"]["messages"][-1]["content"][0]["type"] == "image_url"
+    assert described["body"]["model"] == "vision-model-of-the-agent" != default_model
+    [_, agent] = stored.messages(f"telegram:{vendors.USER_ID}")
+    [trace] = stored.traces(agent)
+    assert [(c.kind, c.model) for c in trace.model_calls] == [("image_description", "vision-model-of-the-agent")]
+
+
 def test_a_photo_to_an_agent_without_vision_gets_the_polite_text(client, live, fake_telegram, fake_openai, stored):
     fake_telegram.files["photo-3"] = media_files.png()
     vendors.post_telegram(client, _photo("photo-3"))

@@ -210,8 +210,9 @@ class _Recorder:
 class SmtpReceiver:
     """An SMTP server that accepts ``USER``/``PASSWORD`` (any other login is refused, 535) and keeps each mail."""
 
-    def __init__(self, *, tls: TestCertificate | None = None, implicit: bool = False) -> None:
-        """With ``tls``: STARTTLS offered, or (``implicit``) TLS from the first byte."""
+    def __init__(self, *, tls: TestCertificate | None = None, implicit: bool = False, relay: bool = False) -> None:
+        """With ``tls``: STARTTLS offered, or (``implicit``) TLS from the first byte. A ``relay`` is a relay for
+        its own network (Postfix's ``mynetworks``): no AUTH in its EHLO answer, every mail taken without one."""
         self.recorder = _Recorder()
         self.port = free_port()
 
@@ -227,7 +228,8 @@ class SmtpReceiver:
 
         context = tls.server_context() if tls else None
         self.controller = Controller(self.recorder, hostname="127.0.0.1", port=self.port, authenticator=authenticate,
-                                     auth_require_tls=False, auth_required=True,
+                                     # AUTH is advertised only over TLS when it requires TLS: never, for a relay
+                                     auth_require_tls=relay, auth_required=not relay,
                                      **({"ssl_context": context} if implicit else {"tls_context": context}))
 
     def start(self) -> SmtpReceiver:
