@@ -39,7 +39,14 @@ from channels.twilio.handoff_phrasebook import handoff_message, handoff_unavaila
 from channels.twilio.keypad import Keypad
 from channels.twilio.line import Line
 from channels.twilio.relay_sink import CHANNEL, MAX_WORD_CHARS, RelaySink, speakable
-from channels.twilio.relay_tickets import RELAY_PATH, TICKET_PARAM, RelayTicket, RelayTickets, relay_url
+from channels.twilio.relay_tickets import (
+    RELAY_PATH,
+    TICKET_PARAM,
+    RelayTicket,
+    RelayTickets,
+    relay_url,
+    remember_language,
+)
 from gateway.channel import (
     ChannelContext,
     InvalidJSON,
@@ -150,7 +157,7 @@ class TwilioRelayAdapter:
             return
         await ws.accept()
         call = _Call(ticket=ticket, line=line, language=CallLanguage(
-            self.settings.voice_language, parse_languages(self.settings.twilio_relay_languages)))
+            self.settings.voice_language, parse_languages(self.settings.twilio_relay_languages), ticket.language))
         refused = self.open.take(ticket.caller)
         if refused is not None:
             await self._close(ws, call, CLOSE_TRY_LATER, refused, "capacity")
@@ -295,6 +302,7 @@ class TwilioRelayAdapter:
         if choice is not None:
             log.info("relay call %s: the caller speaks %s (%s); switching", call.sid, choice.code, choice.why)
             await ws.send_json({"type": "language", "ttsLanguage": choice.code, "transcriptionLanguage": choice.code})
+            await remember_language(self.context, call.ticket, choice.code)  # for the call's next relay session
 
     def _start(self, ws: WebSocket, call: _Call, text: str) -> None:
         """One turn for what the caller said (or pressed); the reply still speaking stops here."""
