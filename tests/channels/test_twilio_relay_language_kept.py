@@ -17,7 +17,7 @@ from tests.channels.relay_client import CALL_SID, open_url, prompt, relay_url_of
 @pytest.fixture
 def channel_overrides() -> dict:
     return {"twilio_voice_mode": "relay", "twilio_handoff_number": None, "retrieval_strategy": "hybrid",
-            "twilio_relay_languages": "en-US,es-ES"}
+            "twilio_relay_languages": "en-US,es-ES", "handoff_phrases": "hablar con una persona"}
 
 
 def _back_to_the_agent(client, call_sid: str = CALL_SID) -> ET.Element:
@@ -50,3 +50,14 @@ def test_a_call_whose_language_was_never_detected_goes_back_in_the_lines_languag
     relay, _ = _back_to_the_agent(client, "CA" + "7" * 32)
     assert relay.get("language") == "en-US"
     assert relay.get("welcomeGreeting") == channel_settings.twilio_handoff_unavailable
+
+
+def test_a_spanish_caller_asking_for_a_person_hears_in_spanish_that_no_one_is_available(live, fake_openai):
+    fake_openai.script_reply("La tienda está en el puerto.")
+    with socket(live) as ws:
+        setup(ws)
+        prompt(ws, "Hola, ¿puedo hablar con una persona, por favor?")
+        unavailable = [m for _, m in tokens(ws)]
+    assert unavailable[0]["type"] == "language"
+    assert unavailable[1:] == [{"type": "text", "token": PHRASEBOOK["es"][1], "last": True}]
+    assert fake_openai.chat_requests() == []  # no model call
