@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import httpx
 import pytest
 
 from channels.twilio.handoff_phrasebook import PHRASEBOOK, handoff_message, handoff_unavailable
@@ -14,6 +15,7 @@ from tests.channels import vendors
 from tests.channels.relay_client import prompt, setup, socket, tokens
 
 SPANISH_HANDOFF, _ = PHRASEBOOK["es"]
+ADMIN = {"Authorization": "Bearer admin-secret"}
 
 
 @pytest.fixture
@@ -68,3 +70,16 @@ def test_the_operators_own_message_and_the_lines_language_are_said_as_configured
     assert handoff_message(settings, "ja-JP") == settings.handoff_message  # no translation at hand
     assert handoff_unavailable(settings, "fr-FR") == PHRASEBOOK["fr"][1]
     assert PHRASEBOOK["en"] == (settings.handoff_message, settings.twilio_handoff_unavailable)
+
+
+def test_a_handoff_by_the_tool_without_words_of_the_model_is_said_translated(live, channel_settings, fake_openai):
+    agent = httpx.patch(f"{live.url}/v1/agents/{channel_settings.agent_id}", headers=ADMIN, timeout=10,
+                        json={"config": {"tools": [{"name": "handoff"}]}})
+    assert agent.status_code == 200, agent.text
+    fake_openai.script_tool_calls(("handoff", {"reason": "a damaged boat"}))
+    with socket(live) as ws:
+        setup(ws)
+        prompt(ws, "Hola, el barco que alquilé tiene una avería, ¿qué hago?")
+        said, got = _until_end(ws)
+    assert said == SPANISH_HANDOFF and got[-1]["type"] == "end"
+    assert json.loads(got[-1]["handoffData"])["reason"] == "the model called the handoff tool: a damaged boat"
