@@ -45,7 +45,7 @@ from gateway.jobs.lease import Lease, run_while_held
 from gateway.media.download import MediaSource
 from gateway.media.service import Refused
 from gateway.services import ChannelContext
-from gateway.turn.pipeline import Turn, TurnOutcome
+from gateway.turn.pipeline import HANDOFF_MARKER, Turn, TurnOutcome
 from gateway.turn.ports import (
     Capabilities,
     DeliveryReport,
@@ -65,6 +65,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Attachment", "BadRequest", "Capabilities", "ChannelAdapter", "ChannelContext", "ChannelDeliveryError",
     "Conflict", "Connection", "ConnectionStore", "ConnectionVerifier", "CredentialsRefused", "Delivery",
+    "HANDOFF_MARKER",
     "DeliveryRejected", "DeliveryReport", "EndReason", "Feedback", "Forbidden", "GatewayError",
     "InboundMessage", "InboxHandler", "InvalidInput", "InvalidJSON", "JSONBodyRoute", "Markup", "Message",
     "MessageTemplate", "TemplateSink",

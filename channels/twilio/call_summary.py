@@ -2,14 +2,17 @@
 
 Built from the call's own transcript, without a model (the transfer must not wait on one, nor fail with
 it): the first line says what the caller asked about and what the assistant last answered, the second the
-question they are being transferred with (the last thing they asked before asking for a person; the
-request itself when that was all they said). The relay puts it in the ``handoffData`` of its ``end``,
-the ``<Dial>``'s whisper says it to the operator's leg, and the console shows it with the handoff.
+question they are being transferred with (the last thing they said before asking for a person, keys they
+pressed passed over when they said anything; the request itself when that was all they said). The relay
+puts it in the ``handoffData`` of its ``end``, the ``<Dial>``'s whisper says it to the operator's leg, and
+the console shows it with the handoff.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from channels.twilio.keypad import is_pressed
 
 __all__ = ["CallTranscript", "MAX_LINE_CHARS"]
 
@@ -45,7 +48,8 @@ class CallTranscript:
         asked = [text for who, text in self.said if who == "caller"]
         answers = [text for who, text in self.said if who == "assistant"]
         topics = asked[:-1] if asked_for_person else asked  # what they asked before asking for a person
-        question = topics[-1] if topics else (asked[-1] if asked else "")
+        said = [text for text in topics if not is_pressed(text)] or topics  # "[pressed 0]" is no question
+        question = said[-1] if said else (asked[-1] if asked else "")
         who = f"Caller {phone}" if phone else "The caller"
         if topics:
             first = f"{who} asked about \u201c{_cut(topics[0], _QUOTE_CHARS)}\u201d"

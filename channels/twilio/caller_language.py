@@ -91,12 +91,14 @@ def detect(text: str, lang: str | None, current: str, languages: Sequence[str]) 
 
 class CallLanguage:
     """One call's language: ``default`` until the caller's first utterance that clearly says which of
-    ``languages`` they speak; after that it is known and no longer checked."""
+    ``languages`` they speak; after that it is known and no longer checked. ``settled``: known already (an
+    earlier relay session of the call detected it)."""
 
-    def __init__(self, default: str, languages: Sequence[str]) -> None:
-        self.code = default
+    def __init__(self, default: str, languages: Sequence[str], settled: str | None = None) -> None:
         self.languages = tuple(languages)
-        self.known = not self.languages  # nothing to switch to: nothing to detect
+        settled = _configured(settled or "", self.languages)
+        self.code = settled or default
+        self.known = settled is not None or not self.languages  # nothing to switch to: nothing to detect
 
     @property
     def name(self) -> str | None:

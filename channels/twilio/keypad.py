@@ -8,18 +8,25 @@ opening hours", maps it). An entry is at most ``MAX_KEYS`` keys; one more starts
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 
-__all__ = ["KEYS", "MAX_KEYS", "Keypad", "pressed"]
+__all__ = ["KEYS", "MAX_KEYS", "Keypad", "is_pressed", "pressed"]
 
 KEYS = frozenset("0123456789*#")
+_PRESSED = re.compile(r"\[pressed [0-9*#](?: [0-9*#])*\]")
 MAX_KEYS = 24
 
 
 def pressed(keys: str) -> str:
     """``"441"`` as the turn's text: ``[pressed 4 4 1]``."""
     return f"[pressed {' '.join(keys)}]"
+
+
+def is_pressed(text: str) -> bool:
+    """Whether ``text`` is keys the caller pressed (``pressed``'s text), not words they said."""
+    return _PRESSED.fullmatch(text) is not None
 
 
 class Keypad:

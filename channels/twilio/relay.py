@@ -11,8 +11,9 @@ writes. An ``interrupt`` (the caller barged in) cancels the model's stream at on
 the caller heard. Keys the caller presses (``dtmf``) are a turn's text, ``[pressed 1]`` (``channels.twilio.keypad``).
 Until the caller's language is known, each utterance is checked against ``SWITCHBOARD_TWILIO_RELAY_LANGUAGES``
 and one in another of them switches the call (a ``language`` message); the model is told to answer in it
-(``channels.twilio.caller_language``). A request for a person ends the session with ``handoffData`` carrying
-a two-line summary of the call (``channels.twilio.call_summary``, also kept with the handoff for the console);
+(``channels.twilio.caller_language``), and a handoff is said in it (``channels.twilio.handoff_phrasebook``).
+A request for a person ends the session with ``handoffData`` carrying a two-line summary of the call
+(``channels.twilio.call_summary``, also kept with the handoff for the console);
 the ``<Connect action>`` webhook then dials ``SWITCHBOARD_TWILIO_HANDOFF_NUMBER``, whispering the summary to
 the person before the caller is connected (``channels.twilio.voice``). A socket is bounded:
 a setup deadline, an idle limit, caps on sockets per caller and in all, a frame size, a prompt length.
@@ -34,10 +35,18 @@ from twilio.request_validator import RequestValidator
 from channels.connection_capabilities import relay_capabilities
 from channels.twilio.call_summary import CallTranscript
 from channels.twilio.caller_language import CallLanguage, parse_languages
+from channels.twilio.handoff_phrasebook import handoff_message, handoff_unavailable
 from channels.twilio.keypad import Keypad
 from channels.twilio.line import Line
 from channels.twilio.relay_sink import CHANNEL, MAX_WORD_CHARS, RelaySink, speakable
-from channels.twilio.relay_tickets import RELAY_PATH, TICKET_PARAM, RelayTicket, RelayTickets, relay_url
+from channels.twilio.relay_tickets import (
+    RELAY_PATH,
+    TICKET_PARAM,
+    RelayTicket,
+    RelayTickets,
+    relay_url,
+    remember_language,
+)
 from gateway.channel import (
     ChannelContext,
     InvalidJSON,
@@ -148,7 +157,7 @@ class TwilioRelayAdapter:
             return
         await ws.accept()
         call = _Call(ticket=ticket, line=line, language=CallLanguage(
-            self.settings.voice_language, parse_languages(self.settings.twilio_relay_languages)))
+            self.settings.voice_language, parse_languages(self.settings.twilio_relay_languages), ticket.language))
         refused = self.open.take(ticket.caller)
         if refused is not None:
             await self._close(ws, call, CLOSE_TRY_LATER, refused, "capacity")
@@ -293,6 +302,7 @@ class TwilioRelayAdapter:
         if choice is not None:
             log.info("relay call %s: the caller speaks %s (%s); switching", call.sid, choice.code, choice.why)
             await ws.send_json({"type": "language", "ttsLanguage": choice.code, "transcriptionLanguage": choice.code})
+            await remember_language(self.context, call.ticket, choice.code)  # for the call's next relay session
 
     def _start(self, ws: WebSocket, call: _Call, text: str) -> None:
         """One turn for what the caller said (or pressed); the reply still speaking stops here."""
@@ -323,8 +333,10 @@ class TwilioRelayAdapter:
             if turn is None:
                 return
             asks_for_person = self._asks_for_person(text)
-            if not self.capabilities.handoff and asks_for_person:
-                turn.answer = self.settings.twilio_handoff_unavailable  # no one to transfer to: no model either
+            spoken = call.language.code if call.language is not None and call.language.known else None
+            if not self.capabilities.handoff and asks_for_person:  # no one to transfer to: no model either
+                turn.answer = handoff_unavailable(self.settings, spoken)
+            turn.handoff_message = handoff_message(self.settings, spoken)
             if call.language is not None and call.language.name:
                 turn.prompt_variables["caller_language"] = call.language.name
             call.transcript.caller(text)

@@ -9,12 +9,13 @@ from contextlib import suppress
 
 from fastapi import WebSocket, WebSocketDisconnect
 
-from gateway.channel import DeliveryReport, ToolEvent
+from gateway.channel import HANDOFF_MARKER, DeliveryReport, ToolEvent
 
 __all__ = ["CHANNEL", "FILLER", "FILLER_AFTER_S", "MAX_WORD_CHARS", "RelaySink", "speakable"]
 
 CHANNEL = "twilio_relay"
-_MARKUP = re.compile(r"\[\d+\]|[*_`#>]+|\[([^\]]*)\]\([^)]*\)")
+# the model's handoff signal is read by the pipeline, never said
+_MARKUP = re.compile(rf"{re.escape(HANDOFF_MARKER)}|\[\d+\]|[*_`#>]+|\[([^\]]*)\]\([^)]*\)")
 MAX_WORD_CHARS = 64  # a "word" longer than this (no space in sight) is spoken as it stands
 
 
@@ -111,7 +112,8 @@ class RelaySink:
             self.filler.cancel()
         if self.interrupted.is_set():  # what was heard is stored, marked interrupted; nothing more is said
             return DeliveryReport(delivered=True, interrupted=True, left=self.left)
-        tail = self.words.rest() if self.streamed else speakable(text)
+        # A reply whose stream said nothing (only the handoff signal) is said as the turn ends it: the handoff message
+        tail = self.words.rest() if self.streamed and self.spoken.strip() else speakable(text)
         try:
             await self._send(tail, last=True)
         except (WebSocketDisconnect, RuntimeError) as exc:  # the call's socket went away

@@ -30,9 +30,10 @@ from channels.connection_capabilities import TWILIO_VOICE
 from channels.delivery import turn_runner
 from channels.render import render
 from channels.twilio.caller_language import parse_languages
+from channels.twilio.handoff_phrasebook import handoff_unavailable
 from channels.twilio.keypad import KEYS, pressed
 from channels.twilio.line import ENVIRONMENT_VOICE_PATH, Line
-from channels.twilio.relay_tickets import issue_relay_url
+from channels.twilio.relay_tickets import issue_relay_url, remembered_language
 from channels.twilio.rest import CallWebhook, twilio_configured, verified_form
 from gateway.channel import BadRequest, ChannelContext, DeliveryReport, EndReason, NotFound, RedisStore
 
@@ -139,14 +140,16 @@ class TwilioVoiceAdapter:
             return await self._relay(line, VoiceResponse(), call, greeting)
         return self._listen(line, VoiceResponse(), greeting, 1)
 
-    async def _relay(self, line: Line, response: VoiceResponse, call: CallWebhook, greeting: str) -> Response:
+    async def _relay(self, line: Line, response: VoiceResponse, call: CallWebhook, greeting: str,
+                     language: str | None = None) -> Response:
         """Hand the call to ConversationRelay: Twilio does speech both ways, our socket writes the replies.
-        The socket's URL carries a single-use ticket for this call, caller and line (``relay_tickets``)."""
+        The socket's URL carries a single-use ticket for this call, caller and line (``relay_tickets``), and
+        ``language``, the caller's when an earlier session of the call detected it."""
         connect = Connect(action=self._url(line, RELAY_ENDED), method="POST")
         options = {"voice": self.settings.twilio_relay_voice} if self.settings.twilio_relay_voice else {}
         url = await issue_relay_url(self.context, call.call_sid, call.from_, connection_id=line.connection_id,
-                                    path=line.relay_path)
-        relay = ConversationRelay(url=url, welcome_greeting=greeting, language=self.settings.voice_language,
+                                    path=line.relay_path, language=language)
+        relay = ConversationRelay(url=url, welcome_greeting=greeting, language=language or self.settings.voice_language,
                                   interruptible="any", dtmf_detection=True, **options)
         for code in parse_languages(self.settings.twilio_relay_languages):  # what the call may switch to
             relay.language(code=code)
@@ -164,8 +167,12 @@ class TwilioVoiceAdapter:
             response.hangup()
             return self._twiml(response)
         number = self.settings.twilio_handoff_number
-        if not number:
-            return await self._relay(line, response, call, self.settings.twilio_handoff_unavailable)
+        if not number:  # back to the agent, in the language the caller was heard speaking
+            language = await remembered_language(self.context, call.call_sid, line.connection_id)
+            if language not in parse_languages(self.settings.twilio_relay_languages):
+                language = None
+            greeting = handoff_unavailable(self.settings, language)
+            return await self._relay(line, response, call, greeting, language)
         log.info("call %s: handed off to %s", call.call_sid, number)
         whisper = _whisper_of(form["HandoffData"])
         if not whisper:

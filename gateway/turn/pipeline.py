@@ -120,11 +120,14 @@ class Turn:
     # media (issue 44): images and documents the customer sent, held in this process for this turn only (a
     # turn resumed elsewhere after a crash answers without them: they are never stored)
     media: TurnMedia | None = None
+    # What the customer is told on a handoff, when their channel words it otherwise (a relay caller's language);
+    # None: ``SWITCHBOARD_HANDOFF_MESSAGE``
+    handoff_message: str | None = None
 
     # What ``run`` works out again from the store when it starts; everything else is saved.
     RECOMPUTED = frozenset({"memory", "recent", "rag", "hits", "agentic", "kbs", "citations", "sources",
                             "prompt_variables", "plan", "fetched", "conversation_meta", "prompt_read",
-                            "closing", "answer", "tools", "tool_state", "media"})
+                            "closing", "answer", "tools", "tool_state", "media", "handoff_message"})
 
     def snapshot(self) -> str:
         """The accepted turn as JSON, to run it in another process (after a crash)."""
@@ -411,7 +414,7 @@ class TurnPipeline:
                 reply = Reply(text=earlier.text, responder="resumed")
             elif wants_person:
                 turn.trace.handoff = "the user asked for a person"
-                reply = Reply(text=self.settings.handoff_message, responder="handoff")
+                reply = Reply(text=turn.handoff_message or self.settings.handoff_message, responder="handoff")
             elif turn.answer is not None:
                 reply = Reply(text=turn.answer, responder="channel")
             else:
@@ -566,11 +569,13 @@ class TurnPipeline:
         calls the built-in ``handoff`` tool (the reply is then the handoff message already)."""
         if reply.handoff is not None and self.handoffs is not None and self._can_hand_off(turn):
             turn.trace.handoff = reply.handoff
+            if turn.handoff_message and reply.text == self.settings.handoff_message:
+                reply.text = turn.handoff_message
             return reply, True
         if (not self.settings.handoff_llm_signal or HANDOFF_MARKER not in reply.text
                 or self.handoffs is None or not self._can_hand_off(turn)):
             return reply, False
-        text = reply.text.replace(HANDOFF_MARKER, "").strip() or self.settings.handoff_message
+        text = reply.text.replace(HANDOFF_MARKER, "").strip() or turn.handoff_message or self.settings.handoff_message
         turn.trace.handoff = "the model asked for a person"
         return Reply(text=text, model=reply.model, usage=reply.usage, responder=reply.responder), True
 

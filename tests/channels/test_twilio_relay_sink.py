@@ -31,3 +31,19 @@ async def test_a_socket_that_closes_mid_reply_ends_the_reply_with_what_went_out(
     assert sink.heard == "Our guided coastal tour "
     report = await sink.deliver("Our guided coastal tour leaves every Saturday.")
     assert report.interrupted and ws.sent[-1]["token"] == "coastal tour "  # nothing more is said
+
+
+async def test_the_models_handoff_signal_is_never_said_and_a_reply_of_only_it_says_the_handoff_message():
+    ws = ClosingSocket(open_for=100)
+    sink = RelaySink(ws)
+    for delta in ("[HAND", "OFF]"):
+        await sink.delta(delta)
+    await sink.deliver("I'm passing you to a colleague.")  # what the pipeline made of a bare signal
+    assert "".join(m["token"] for m in ws.sent) == "I'm passing you to a colleague."
+
+    ws = ClosingSocket(open_for=100)
+    sink = RelaySink(ws)
+    for delta in ("One moment, ", "I'll get Ana. ", "[HANDOFF]"):
+        await sink.delta(delta)
+    await sink.deliver("One moment, I'll get Ana.")
+    assert "".join(m["token"] for m in ws.sent).strip() == "One moment, I'll get Ana."
