@@ -19,7 +19,7 @@ from rq import Queue
 from gateway.agents.agent_tools import AgentTools
 from gateway.agents.api_keys import ApiKeys
 from gateway.agents.caller import CallerReader
-from gateway.agents.channel_agent import AgentInstructions, ChannelAgent
+from gateway.agents.channel_agent import AgentCallOptions, AgentInstructions, ChannelAgent
 from gateway.agents.invoker import CAPABILITIES as API_CAPABILITIES
 from gateway.agents.invoker import CHANNEL as API_CHANNEL
 from gateway.agents.invoker import AgentInvoker
@@ -284,7 +284,8 @@ class Services:
         pipeline = TurnPipeline(
             settings, store, sessions, memory, lock, prompts, responder, events, metrics,
             preparers=[rag, citing, AgentInstructions(channel_agent),  # conn (issue 28): a connection's agent
-                       AgentTools(channel_agent, tool_sources)],  # tools (issue 40): the agent's tools
+                       AgentTools(channel_agent, tool_sources),  # tools (issue 40): the agent's tools
+                       AgentCallOptions(channel_agent)],  # the agent's model and inference settings
             handoffs=handoffs,
         )
         pipeline.tool_loop = ToolLoop(settings, llm, ToolJournal(store), handoffs)

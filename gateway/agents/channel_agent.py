@@ -16,6 +16,7 @@ from gateway.agents.store import LATEST, AgentStore
 from gateway.core.errors import GatewayError
 from gateway.knowledge.rag_preparation import RetrievalChoice
 from gateway.turn.citations import CitationPolicy
+from gateway.turn.llm import CallOptions
 from gateway.turn.pipeline import Turn
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,12 @@ class ChannelAgent:
         config = await self._config(agent)
         return None if config is None else config.llm_model_id
 
+    async def call_options(self, agent: str | None = None) -> CallOptions | None:
+        """The agent's model and inference settings for its channel turns (``AgentConfig.channel_call_options``);
+        None: the settings'."""
+        config = await self._config(agent)
+        return None if config is None else config.channel_call_options()
+
     async def tools(self, agent: str | None = None) -> list[ToolChoice]:
         config = await self._config(agent)
         return list(config.tools) if config is not None else []
@@ -98,3 +105,14 @@ class AgentInstructions:
         instructions = await self.agent.instructions(turn.inbound.agent)
         if instructions is not None:
             turn.prompt_variables["business_instructions"] = instructions
+
+
+class AgentCallOptions:
+    """A turn preparer: a turn's reply, its tool rounds and its knowledge searches go to its agent's own model
+    with its inference settings (``config.llmModelId``, ``config.inferenceConfig``), as through the agent API."""
+
+    def __init__(self, agent: ChannelAgent) -> None:
+        self.agent = agent
+
+    async def prepare(self, turn: Turn) -> None:
+        turn.call_options = await self.agent.call_options(turn.inbound.agent)

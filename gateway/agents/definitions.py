@@ -15,6 +15,7 @@ from pydantic.alias_generators import to_camel
 from gateway.agents.guardrails import NAMES as GUARDRAILS
 from gateway.core.models import CitationFormat
 from gateway.turn.citations import CitationPolicy
+from gateway.turn.llm import CallOptions
 from rag_core.controls import RetrievalControls
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -76,6 +77,24 @@ class AgentConfig(_Camel):
     # Retrieval controls (rag_core.controls, snake_case names as in settings and POST /api/kb/search) that
     # override the settings for this agent, e.g. {"relevance_threshold": 0.4, "selection_strategy": "mmr"}.
     retrieval_controls: dict[str, Any] = Field(default_factory=dict)
+
+    def call_options(self) -> CallOptions:
+        """Its model (None: ``SWITCHBOARD_LLM_MODEL``) and inference settings, as the agent API calls it."""
+        inference = self.inference_config
+        return CallOptions(model=self.llm_model_id, temperature=inference.temperature,
+                           max_tokens=inference.max_tokens, max_retries=inference.max_retries)
+
+    def channel_call_options(self) -> CallOptions | None:
+        """The same for a channel turn, where an inference setting left at its default (``InferenceConfig``) is
+        the gateway's (``SWITCHBOARD_LLM_TEMPERATURE``, no length cap, the client's retries): a definition
+        that sets neither a model nor any of them answers exactly as the settings say (None)."""
+        own, default = self.inference_config, InferenceConfig()
+        options = CallOptions(
+            model=self.llm_model_id,
+            temperature=None if own.temperature == default.temperature else own.temperature,
+            max_tokens=None if own.max_tokens == default.max_tokens else own.max_tokens,
+            max_retries=None if own.max_retries == default.max_retries else own.max_retries)
+        return None if options == CallOptions() else options
 
     @field_validator("retrieval_controls")
     @classmethod

@@ -16,12 +16,13 @@ handoff gate, memory, delivery, the trace); an agent call brings its own parts:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from gateway.agents.checks import feedback, judge_answer, refine
 from gateway.agents.definitions import AgentConfig
 from gateway.agents.guardrails import Guardrails
-from gateway.core.models import PromptMessage, Role, SourceRef, TokenUsage, ToolCallTrace
+from gateway.core.models import PromptMessage, Role, SourceRef, ToolCallTrace
 from gateway.core.settings import Settings
 from gateway.knowledge.agentic import AgenticResponder
 from gateway.knowledge.citing import UrlOf, policy_of, source_refs
@@ -31,7 +32,7 @@ from gateway.turn.citations import CitationPolicy
 from gateway.turn.llm import CallOptions, LLMClient
 from gateway.turn.pipeline import Turn
 from gateway.turn.ports import PromptAssembler
-from gateway.turn.responders import KnowledgeHit, OfflineResponder, Reply, ReplyRequest
+from gateway.turn.responders import KnowledgeHit, LLMResponder, OfflineResponder, Reply, ReplyRequest
 from rag_core.adjacent import widen
 from rag_core.rag_context import format_rag
 from rag_core.retrieval import ChatTurn, Hit
@@ -43,26 +44,6 @@ __all__ = ["AgentPlan", "AgentResponder", "knowledge_hits"]
 def knowledge_hits(hits: Sequence[Hit]) -> list[KnowledgeHit]:
     return [KnowledgeHit(source=h.topic.source, title=h.topic.title, summary=h.topic.summary, score=h.score,
                          facts=tuple(h.topic.facts)) for h in hits]
-
-
-class _PlainReply:
-    """The model's reply with the agent's call options (model, temperature, length, retries)."""
-
-    def __init__(self, llm: LLMClient, options: CallOptions) -> None:
-        self.llm = llm
-        self.options = options
-
-    async def reply(self, request: ReplyRequest) -> Reply:
-        model = self.options.model or self.llm.model
-        if request.on_delta is None:
-            done = await self.llm.complete(request.prompt, self.options)
-            return Reply(text=done.text, responder="llm", model=model, usage=done.usage)
-        usage = TokenUsage()
-        parts: list[str] = []
-        async for piece in self.llm.stream(request.prompt, usage, self.options):
-            parts.append(piece)
-            await request.on_delta(piece)
-        return Reply(text="".join(parts), responder="llm", model=model, usage=usage)
 
 
 class AgentResponder:
@@ -78,14 +59,13 @@ class AgentResponder:
         self.config = config
 
     def options(self) -> CallOptions:
-        inference = self.config.inference_config
-        return CallOptions(model=self.config.llm_model_id, temperature=inference.temperature,
-                           max_tokens=inference.max_tokens, max_retries=inference.max_retries)
+        return self.config.call_options()
 
     async def reply(self, request: ReplyRequest) -> Reply:
         if self.llm is None:
             return await OfflineResponder(self.settings).reply(request)
-        plain = _PlainReply(self.llm, self.options())
+        request = replace(request, options=self.options())  # its searches (agentic) too
+        plain = LLMResponder(self.llm)
         if request.agentic:
             tool = KnowledgeTool(self.knowledge, self.config.knowledge_bases)
             return await AgenticResponder(self.llm, plain, tool, self.tool_support,

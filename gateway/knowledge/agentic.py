@@ -16,7 +16,7 @@ import logging
 from gateway.core.errors import LLMError
 from gateway.core.models import PromptMessage, TokenUsage, ToolCallTrace
 from gateway.knowledge.kb_tool import NAME, SPEC, KnowledgeTool, ToolSupport
-from gateway.turn.llm import LLMClient, ToolsUnsupported
+from gateway.turn.llm import LLMClient, ToolsUnsupported, model_of
 from gateway.turn.responders import Reply, ReplyRequest, Responder
 from rag_core.rag_context import format_rag
 
@@ -42,7 +42,8 @@ class AgenticResponder:
         while True:
             final = len(calls) >= self.max_calls
             try:
-                step = await self.llm.tool_step(messages, [SPEC], request.on_delta, final=final)
+                step = await self.llm.tool_step(messages, [SPEC], request.on_delta, final=final,
+                                                options=request.options)
             except ToolsUnsupported as exc:
                 self.support.refused(exc.message)
                 return await self._inline(request, tool, calls, str(exc.message))
@@ -51,7 +52,8 @@ class AgenticResponder:
                 if not step.text.strip():
                     raise LLMError("language model returned no text")
                 log.info("agentic turn answered after %d tool call(s)", len(calls))
-                return Reply(text=step.text, responder="llm", model=self.llm.model, usage=usage, tool_calls=calls)
+                model = model_of(request.options, self.llm.model)
+                return Reply(text=step.text, responder="llm", model=model, usage=usage, tool_calls=calls)
             messages.append({"role": "assistant", "content": step.text or None, "tool_calls": [
                 {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
                 for c in step.calls]})

@@ -72,6 +72,11 @@ class CallOptions:
         return out
 
 
+def model_of(options: CallOptions | None, default: str) -> str:
+    """The model a call with ``options`` goes to: the agent's own, else the gateway's (``default``)."""
+    return options.model if options is not None and options.model else default
+
+
 class ToolsUnsupported(LLMError):
     """The server refused a request because it carried tools: this model cannot call them."""
 

@@ -48,7 +48,7 @@ from gateway.core.redis_tally import RedisTally, counting
 from gateway.core.settings import Settings
 from gateway.turn.citations import CitationPolicy, cite, deliverable, used_sources, with_instruction
 from gateway.turn.cpu_slots import CpuSlots
-from gateway.turn.llm import turn_model_calls
+from gateway.turn.llm import CallOptions, turn_model_calls
 from gateway.turn.media_parts import TurnMedia
 from gateway.turn.ports import (
     AssembledPrompt,
@@ -116,6 +116,7 @@ class Turn:
     # the call): stored and delivered like any reply; None: the model answers.
     answer: str | None = None
     tools: TurnTools | None = None  # the agent's tools (issue 40), set by a context preparer
+    call_options: CallOptions | None = None  # its agent's model and inference settings, set by a preparer
     tool_state: ToolState | None = None  # what its tool loop starts from, read with the turn lock
     # media (issue 44): images and documents the customer sent, held in this process for this turn only (a
     # turn resumed elsewhere after a crash answers without them: they are never stored)
@@ -127,7 +128,8 @@ class Turn:
     # What ``run`` works out again from the store when it starts; everything else is saved.
     RECOMPUTED = frozenset({"memory", "recent", "rag", "hits", "agentic", "kbs", "citations", "sources",
                             "prompt_variables", "plan", "fetched", "conversation_meta", "prompt_read",
-                            "closing", "answer", "tools", "tool_state", "media", "handoff_message"})
+                            "closing", "answer", "tools", "tool_state", "media", "handoff_message",
+                            "call_options"})
 
     def snapshot(self) -> str:
         """The accepted turn as JSON, to run it in another process (after a crash)."""
@@ -703,7 +705,7 @@ class TurnPipeline:
         streams = sink.streaming and not (plan is not None and plan.holds_stream)
         request = ReplyRequest(
             prompt=prompt, hits=turn.hits, on_delta=sink.delta if streams else None, agentic=turn.agentic,
-            kbs=turn.kbs or None, on_tool=getattr(sink, "tool_event", None),
+            kbs=turn.kbs or None, on_tool=getattr(sink, "tool_event", None), options=turn.call_options,
         )
         responder = plan.responder if plan is not None else self.responder
         if self.tool_loop is not None:

@@ -9,7 +9,7 @@ from typing import Protocol
 
 from gateway.core.models import PromptMessage, TokenUsage, ToolCallTrace
 from gateway.core.settings import Settings
-from gateway.turn.llm import LLMClient
+from gateway.turn.llm import CallOptions, LLMClient, model_of
 from rag_core.tokenizer import tokenize
 
 log = logging.getLogger(__name__)
@@ -54,6 +54,7 @@ class ReplyRequest:
     agentic: bool = False  # the model searches the knowledge base itself (query_knowledge); none was injected
     kbs: Sequence[str] | None = None  # the knowledge bases its searches may reach (None: the responder's own)
     on_tool: ToolListener | None = None  # the sink's ``tool_event``: told as each tool call starts and ends
+    options: CallOptions | None = None  # the turn's agent's model and sampling (None: the settings')
 
 
 @dataclass
@@ -75,19 +76,25 @@ class Responder(Protocol):
 
 
 class LLMResponder:
-    def __init__(self, llm: LLMClient) -> None:
+    """The model's reply, with the request's call options (the turn's agent's model, temperature, length,
+    retries) or else ``options``; ``Reply.model`` names the model actually called."""
+
+    def __init__(self, llm: LLMClient, options: CallOptions | None = None) -> None:
         self.llm = llm
+        self.options = options
 
     async def reply(self, request: ReplyRequest) -> Reply:
+        options = request.options or self.options
+        model = model_of(options, self.llm.model)
         if request.on_delta is None:
-            done = await self.llm.complete(request.prompt)
-            return Reply(text=done.text, responder="llm", model=self.llm.model, usage=done.usage)
+            done = await self.llm.complete(request.prompt, options)
+            return Reply(text=done.text, responder="llm", model=model, usage=done.usage)
         usage = TokenUsage()
         parts: list[str] = []
-        async for piece in self.llm.stream(request.prompt, usage):
+        async for piece in self.llm.stream(request.prompt, usage, options):
             parts.append(piece)
             await request.on_delta(piece)
-        return Reply(text="".join(parts), responder="llm", model=self.llm.model, usage=usage)
+        return Reply(text="".join(parts), responder="llm", model=model, usage=usage)
 
 
 class OfflineResponder:

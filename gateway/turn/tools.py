@@ -36,7 +36,7 @@ from gateway.conversation.store import RedisStore
 from gateway.core.errors import LLMError
 from gateway.core.models import TokenUsage, ToolCallTrace, TurnTrace
 from gateway.core.settings import Settings
-from gateway.turn.llm import CallOptions, LLMClient, ToolCall, ToolStep
+from gateway.turn.llm import CallOptions, LLMClient, ToolCall, ToolStep, model_of
 from gateway.turn.responders import Reply, ReplyRequest, Responder, ToolEvent, ToolListener
 from gateway.turn.tool_confirm import CONFIRM_CHOICES, PendingAction, PendingActions, is_yes, proposal
 
@@ -228,8 +228,10 @@ class _ToolTurn:
         self.offered = [{"type": "function", "function": {
             "name": wire, "description": by_name[name].description[:1024],
             "parameters": by_name[name].parameters or {"type": "object"}}} for wire, name in self.wire.items()]
+        self.options = tools.options
 
     async def reply(self, request: ReplyRequest) -> Reply:
+        self.options = self.tools.options or request.options  # the agent's (API) or the channel turn's agent's
         turn_id = self.trace.turn_id
         stored = self.state.stored
         messages: list[dict] = [m.wire() for m in request.prompt]
@@ -249,7 +251,7 @@ class _ToolTurn:
                 step = ToolStep(text=kept.text, calls=[ToolCall(*c) for c in kept.calls], usage=TokenUsage())
             else:
                 step = await self.llm.tool_step(messages, self.offered, request.on_delta, final=final,
-                                                options=self.tools.options)
+                                                options=self.options)
                 _add(usage, step.usage)
             if not step.calls or final:
                 if not step.text.strip():
@@ -335,8 +337,7 @@ class _ToolTurn:
 
     @property
     def _model(self) -> str:
-        return (self.tools.options.model if self.tools.options and self.tools.options.model else None) or \
-            self.llm.model
+        return model_of(self.options, self.llm.model)
 
     async def _call(self, call: ToolCall, index: int, stored: dict[str, bytes], confirmed_key: str | None,
                     listener: ToolListener | None = None

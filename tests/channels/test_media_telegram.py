@@ -164,12 +164,16 @@ def test_a_photo_without_caption_is_described_by_the_agents_own_model(client, li
     fake_openai.script_reply("A blue bicycle bell.")
     vendors.post_telegram(client, _photo("photo-3"))
     settle(live)
-    described, _reply = fake_openai.chat_requests()
+    described, reply = fake_openai.chat_requests()
     assert described["body"]["messages"][-1]["content"][0]["type"] == "image_url"
     assert described["body"]["model"] == "vision-model-of-the-agent" != default_model
+    # the reply, which shows the model the photo, goes to that model too, not to the gateway's default
+    assert any(isinstance(m["content"], list) for m in reply["body"]["messages"])
+    assert reply["body"]["model"] == "vision-model-of-the-agent"
     [_, agent] = stored.messages(f"telegram:{vendors.USER_ID}")
     [trace] = stored.traces(agent)
     assert [(c.kind, c.model) for c in trace.model_calls] == [("image_description", "vision-model-of-the-agent")]
+    assert trace.model == "vision-model-of-the-agent"
 
 
 def test_a_photo_to_an_agent_without_vision_gets_the_polite_text(client, live, fake_telegram, fake_openai, stored):

@@ -63,3 +63,19 @@ def add_crm(client: httpx.Client, url: str, token: str = TOKEN) -> dict:
         "kind": "mcp", "name": "crm", "url": url, "headers": {"Authorization": f"Bearer {token}"}})
     assert answer.status_code == 201, answer.text
     return answer.json()
+
+
+def ask(client: httpx.Client, text: str) -> dict:
+    """A web-chat visitor's question in a new session: the turn's answer (``reply``, ``turn_id``)."""
+    session = client.post("/api/chat/sessions").json()
+    answer = client.post(f"/api/chat/sessions/{session['session_id']}/messages", json={"text": text},
+                         headers={"Authorization": f"Bearer {session['token']}"})
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def trace_of(client: httpx.Client, turn_id: str) -> dict:
+    """The turn's trace, from the console's only conversation."""
+    [listed] = client.get("/api/conversations", headers=ADMIN).json()["conversations"]
+    detail = client.get(f"/api/conversations/{listed['id']}", headers=ADMIN).json()
+    return next(t for t in detail["traces"] if t["turn_id"] == turn_id)

@@ -11,9 +11,9 @@ import json
 import httpx
 
 from tests.fakes.shop_api import FakeShop
-from tests.gateway.tools.conftest import ADMIN, SHOP_TOKEN
+from tests.gateway.tools.conftest import ADMIN, SHOP_TOKEN, ask, trace_of
 from tests.gateway.tools.test_tool_sources_api import _all_values
-from tests.gateway.tools.test_tool_turns import _ask, _give_tools, _tool_messages, _trace
+from tests.gateway.tools.test_tool_turns import _give_tools, _tool_messages
 
 
 def _add_shop(client: httpx.Client, shop: FakeShop, *operations: str) -> httpx.Response:
@@ -94,7 +94,7 @@ def test_a_web_chat_turn_calls_the_api_once_with_an_idempotency_key(client, shop
                                "body": {"currency": "EUR", "refund": {"amount": 12.5, "reason": "late"}}}),
         ("shop__getOrder", {"order_id": "9999"}))
 
-    answer = _ask(client, "Refund 12.50 on order 4411 and where is 9999?")
+    answer = ask(client, "Refund 12.50 on order 4411 and where is 9999?")
 
     turn = answer["turn_id"]
     refund, missing = sorted(shop.requests, key=lambda r: r["method"], reverse=True)
@@ -109,7 +109,7 @@ def test_a_web_chat_turn_calls_the_api_once_with_an_idempotency_key(client, shop
     error = json.loads(not_found["content"])["error"]
     assert error == f'GET {shop.url}/orders/9999 answered HTTP 404: {{"detail":"no order 9999"}}'
     assert answer["reply"]["text"].startswith("From the tools: {\"refund\":\"RF-4411\"")
-    first, second = _trace(client, turn)["tool_calls"]
+    first, second = trace_of(client, turn)["tool_calls"]
     assert first["name"] == "shop.refundOrder" and first["result"].startswith('{"refund":"RF-4411"')
     assert second["name"] == "shop.getOrder" and second["error"] == error and second["result"] is None
 

@@ -10,9 +10,9 @@ import sys
 import pytest
 
 from gateway.core.settings import Settings
-from tests.gateway.tools.conftest import ADMIN
+from tests.gateway.tools.conftest import ADMIN, ask
 from tests.gateway.tools.test_stdio_sources import SERVER
-from tests.gateway.tools.test_tool_turns import _ask, _give_tools
+from tests.gateway.tools.test_tool_turns import _give_tools
 
 
 @pytest.fixture
@@ -37,7 +37,7 @@ def test_a_stdio_server_from_the_settings_file_is_a_read_only_source_whose_tool_
     _give_tools(client, tool_settings.agent_id, "stock.count_stock")
     fake_openai.echo_tool_results = True
     fake_openai.script_tool_calls(("stock__count_stock", {"item": "tandem"}))
-    answer = _ask(client, "Do you have tandems?")
+    answer = ask(client, "Do you have tandems?")
 
     assert answer["reply"]["text"] == "From the tools: tandem: 12 in stock"
     calls = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]

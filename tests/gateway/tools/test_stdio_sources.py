@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.gateway.tools.conftest import ADMIN
-from tests.gateway.tools.test_tool_turns import _ask, _give_tools, _trace
+from tests.gateway.tools.conftest import ADMIN, ask, trace_of
+from tests.gateway.tools.test_tool_turns import _give_tools
 
 SERVER = Path(__file__).resolve().parents[2] / "fakes" / "mcp_stdio_server.py"
 
@@ -40,13 +40,13 @@ def test_a_local_command_added_with_the_cli_answers_a_turn(client, fake_openai, 
     _give_tools(client, tool_settings.agent_id, "stock.count_stock")
     fake_openai.echo_tool_results = True
     fake_openai.script_tool_calls(("stock__count_stock", {"item": "tandem"}))
-    answer = _ask(client, "Do you have tandems?")
+    answer = ask(client, "Do you have tandems?")
 
     assert answer["reply"]["text"] == "From the tools: tandem: 12 in stock"
     calls = [json.loads(line) for line in record.read_text().splitlines()]
     assert calls == [{"tool": "count_stock", "arguments": {"item": "tandem"},
                       "idempotency_key": f"{answer['turn_id']}:0"}]
-    [call] = _trace(client, answer["turn_id"])["tool_calls"]
+    [call] = trace_of(client, answer["turn_id"])["tool_calls"]
     assert call["name"] == "stock.count_stock" and call["result"] == "tandem: 12 in stock"
 
     assert _cli(tool_settings, "list").stdout.startswith("stock\tstdio\t")

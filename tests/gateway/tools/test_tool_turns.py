@@ -12,27 +12,13 @@ import time
 import httpx
 import pytest
 
-from tests.gateway.tools.conftest import ADMIN, TOKEN, add_crm
+from tests.gateway.tools.conftest import ADMIN, TOKEN, add_crm, ask, trace_of
 
 
 def _give_tools(client: httpx.Client, agent_id: str, *names: str) -> None:
     answer = client.patch(f"/v1/agents/{agent_id}", headers=ADMIN,
                           json={"config": {"tools": [{"name": n} for n in names]}})
     assert answer.status_code == 200, answer.text
-
-
-def _ask(client: httpx.Client, text: str) -> dict:
-    session = client.post("/api/chat/sessions").json()
-    answer = client.post(f"/api/chat/sessions/{session['session_id']}/messages", json={"text": text},
-                         headers={"Authorization": f"Bearer {session['token']}"})
-    assert answer.status_code == 200, answer.text
-    return answer.json()
-
-
-def _trace(client: httpx.Client, turn_id: str) -> dict:
-    [listed] = client.get("/api/conversations", headers=ADMIN).json()["conversations"]
-    detail = client.get(f"/api/conversations/{listed['id']}", headers=ADMIN).json()
-    return next(t for t in detail["traces"] if t["turn_id"] == turn_id)
 
 
 def _tool_messages(request: dict) -> list[dict]:
@@ -47,7 +33,7 @@ def test_a_web_chat_question_books_a_table_through_the_mcp_server(client, mcp_se
     fake_openai.echo_tool_results = True
     fake_openai.script_tool_calls(("crm__book_table", {"party_size": 4, "day": "Friday"}))
 
-    answer = _ask(client, "Book a table for four on Friday, please")
+    answer = ask(client, "Book a table for four on Friday, please")
 
     assert mcp_server.calls == [{"tool": "book_table", "arguments": {"party_size": 4, "day": "Friday"},
                                  "idempotency_key": f"{answer['turn_id']}:0", "authorization": f"Bearer {TOKEN}"}]
@@ -58,7 +44,7 @@ def test_a_web_chat_question_books_a_table_through_the_mcp_server(client, mcp_se
     [result] = _tool_messages(second)
     assert result["content"] == "Booked: a table for 4 on Friday, reference BK-1001."
     assert answer["reply"]["text"] == "From the tools: Booked: a table for 4 on Friday, reference BK-1001."
-    [call] = _trace(client, answer["turn_id"])["tool_calls"]
+    [call] = trace_of(client, answer["turn_id"])["tool_calls"]
     assert call["name"] == "crm.book_table" and call["arguments"] == {"party_size": 4, "day": "Friday"}
     assert call["result"] == "Booked: a table for 4 on Friday, reference BK-1001."
     assert call["error"] is None and call["reused"] is False and call["ms"] > 0
@@ -78,7 +64,7 @@ def test_parallel_calls_a_hanging_tool_and_a_long_answer(client, mcp_server, fak
     fake_openai.script_tool_calls(("crm__lookup_order", {"order": "4411"}), ("crm__order_history", {"order": "4411"}))
 
     started = time.monotonic()
-    answer = _ask(client, "Where is my order 4411?")
+    answer = ask(client, "Where is my order 4411?")
     took = time.monotonic() - started
 
     assert took < 4.0, took
@@ -88,7 +74,7 @@ def test_parallel_calls_a_hanging_tool_and_a_long_answer(client, mcp_server, fak
     assert len(history["content"]) < 8200
     assert history["content"].endswith("[cut: the tool answered 49890 characters; only the first 8000 are shown]")
     assert answer["reply"]["text"].startswith("From the tools: {\"error\": \"no answer within")
-    lookup, long = _trace(client, answer["turn_id"])["tool_calls"]
+    lookup, long = trace_of(client, answer["turn_id"])["tool_calls"]
     assert lookup["name"] == "crm.lookup_order" and lookup["error"].startswith("no answer within")
     assert lookup["result"] is None and 2000 < lookup["ms"] < 4000
     assert long["name"] == "crm.order_history" and long["error"] is None and len(long["result"]) == 2000
@@ -141,12 +127,12 @@ def test_a_tool_answering_20_mb_is_an_error_the_model_explains(client, mcp_serve
     fake_openai.script_tool_calls(("crm__order_dump", {"order": "4411"}))
 
     started = time.monotonic()
-    answer = _ask(client, "Tell me everything about order 4411")
+    answer = ask(client, "Tell me everything about order 4411")
 
     assert time.monotonic() - started < tool_settings.tool_timeout_s  # ended by the size cap, not waited out
     [dump] = _tool_messages(fake_openai.chat_requests()[1])
     error = json.loads(dump["content"])["error"]
     assert error.endswith("/mcp is larger than the limit of 4194304 bytes (decoded)"), error
     assert answer["reply"]["text"] == "From the tools: " + dump["content"]
-    [call] = _trace(client, answer["turn_id"])["tool_calls"]
+    [call] = trace_of(client, answer["turn_id"])["tool_calls"]
     assert call["error"] == error and call["result"] is None
