@@ -141,7 +141,8 @@ class Outcomes:
         self.prices = prices
         self.metrics = metrics
         self.index = OutcomeIndex(store)
-        self._unmetered: set[str] = set()  # conversations whose turn may have set an outcome (for /metrics)
+        self._closing: set[str] = set()  # conversations whose closing turn may set an outcome (for /metrics)
+        self._unmetered: set[str] = set()  # ... whose turn completed: counted on /metrics in the next batch
         self._metering: asyncio.Task | None = None
         self._phrases = [p.strip().lower() for p in settings.unanswered_phrases.split("|") if p.strip()]
 
@@ -233,18 +234,23 @@ class Outcomes:
         await self.meter(conversation_id)
 
     def _mark_unmetered(self, conversation_id: str) -> None:
-        if len(self._unmetered) >= MAX_UNMETERED:  # turns that never completed: their outcomes wait for the next
-            self._unmetered.clear()
-        self._unmetered.add(conversation_id)
+        if len(self._closing) >= MAX_UNMETERED:  # turns that never completed: their outcomes wait for the next
+            self._closing.clear()
+        self._closing.add(conversation_id)
 
     async def on_turn_completed(self, event: TurnCompleted) -> None:
         """A turn that may have set an outcome: put it on /metrics within ``METER_EVERY_S``, together with every
         other such turn's (one round trip for all of them, after their turns, not one in each turn)."""
-        if event.conversation_id not in self._unmetered or self._metering is not None:
+        if event.conversation_id not in self._closing:
+            return
+        self._closing.discard(event.conversation_id)  # its closing round trip has run: its flags are set
+        self._unmetered.add(event.conversation_id)
+        if self._metering is not None:
             return
         self._metering = asyncio.create_task(self._meter_pending(), name="insight-meter")
 
     async def _meter_pending(self) -> None:
+        stopped = False
         try:
             await asyncio.sleep(METER_EVERY_S)
             pending, self._unmetered = self._unmetered, set()
@@ -255,10 +261,15 @@ class Outcomes:
             for answer in answers:
                 if not isinstance(answer, Exception):
                     self._count(answer, None)
+        except asyncio.CancelledError:
+            stopped = True
+            raise
         except Exception as exc:  # Redis away: those outcomes reach /metrics with the conversation's next event
             log.warning("insight: outcomes not put on /metrics (%s)", exc)
         finally:
             self._metering = None
+            if self._unmetered and not stopped:  # turns that finished while this batch was being counted
+                self._metering = asyncio.create_task(self._meter_pending(), name="insight-meter")
 
     async def stop(self) -> None:
         if self._metering is not None:
