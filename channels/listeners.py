@@ -19,7 +19,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from gateway.channel import ChannelContext, Connection, Lease, run_while_held
+from gateway.channel import ChannelContext, Connection, Lease, run_while_held, stopping
 
 __all__ = ["ConnectionListeners"]
 
@@ -60,6 +60,7 @@ class ConnectionListeners:
     async def _follow(self) -> None:
         assert self.context.connections is not None
         while True:
+            stopping()  # a cancellation a Redis command swallowed
             try:
                 connections = [c for c in await self.context.connections.list() if c.kind == self.kind]
             except asyncio.CancelledError:

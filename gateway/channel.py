@@ -41,7 +41,7 @@ from gateway.http.security_headers import chat_page_policy
 from gateway.inbox.delivery import Delivery
 from gateway.inbox.handler import DeliveryRejected, InboxHandler, SendWork, TurnWork, Work
 from gateway.insight.feedback import Feedback, Voter
-from gateway.jobs.lease import Lease, run_while_held
+from gateway.jobs.lease import Lease, run_while_held, stopping
 from gateway.media.download import MediaSource
 from gateway.media.service import Refused
 from gateway.services import ChannelContext
@@ -74,7 +74,7 @@ __all__ = [
     "TurnWork", "Unauthorized", "Voter",
     "Work", "bearer_token", "chat_page_policy", "client_address", "decode_json", "describe_operation", "failure",
     "webhook_operation", "VendorUnreachable", "delivery_id", "order_key", "scope_identity", "scope_thread", "scoped",
-    "split_delivery_id", "masked_in_logs", "mask", "Lease", "run_while_held", "MediaSource", "Refused",
+    "split_delivery_id", "masked_in_logs", "mask", "Lease", "run_while_held", "stopping", "MediaSource", "Refused",
 ]
 
 

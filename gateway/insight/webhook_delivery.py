@@ -25,7 +25,7 @@ from gateway.core.outbound_client import GuardedTransport
 from gateway.core.settings import Settings
 from gateway.insight.signature import HEADER, sign
 from gateway.insight.webhooks import Endpoint, Webhooks
-from gateway.jobs.lease import Lease
+from gateway.jobs.lease import Lease, stopping
 
 __all__ = ["WebhookDelivery"]
 
@@ -81,6 +81,7 @@ class WebhookDelivery:
                 for reload in self.reloads.values():  # whatever changed while not subscribed
                     await reload()
                 while True:
+                    stopping()
                     message = await pubsub.get_message(timeout=1.0)
                     if message is not None:
                         await self.reloads[message["channel"].decode()]()
@@ -111,6 +112,7 @@ class WebhookDelivery:
                       token=self.token)
         failures = 0
         while True:
+            stopping()  # a cancellation a Redis command swallowed
             try:
                 if not await lease.take():
                     await asyncio.sleep(LEASE_S / 3)
